@@ -1,0 +1,144 @@
+//! Every error randflake_pg raises, with its SQLSTATE, message and hint, in one place.
+//!
+//! Messages may name settings, paths, clock readings and node ids. They never contain the
+//! secret, any part of it, or its length beyond "32 hexadecimal digits".
+
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use randflake::{ParseIdError, Refusal, MAX_SECOND};
+use std::ffi::CString;
+
+/// Conditions that stop a randflake_pg function. Each ends the statement with an ERROR.
+#[derive(Debug)]
+pub enum Error {
+    /// The library was loaded on demand instead of through `shared_preload_libraries`, so the
+    /// node table it needs was never allocated.
+    NotPreloaded,
+    /// A randflake setting in the configuration failed validation while the library was being
+    /// preloaded; PostgreSQL already logged why.
+    InvalidSettingsAtStartup,
+    /// Neither `randflake.secret` nor `randflake.secret_file` is set.
+    NoSecret,
+    /// Both secret settings are set; neither wins, so that a stale one cannot silently apply.
+    TwoSecrets,
+    /// The clock reads earlier than a second this server already used.
+    ClockBehind { now: u64, used: u64 },
+    /// The clock is past the last second an ID can carry (2058-11-05).
+    ClockPastLastSecond { now: u64 },
+    /// Every node of the configured range is held by another running process.
+    NoFreeNode { first: u32, last: u32 },
+    /// Text that is not the canonical string form of an ID.
+    InvalidIdString { input: String, reason: ParseIdError },
+}
+
+impl Error {
+    fn sqlstate(&self) -> PgSqlErrorCode {
+        use PgSqlErrorCode::*;
+        match self {
+            Self::NotPreloaded | Self::NoSecret | Self::ClockBehind { .. } => {
+                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
+            Self::TwoSecrets | Self::InvalidSettingsAtStartup => ERRCODE_CONFIG_FILE_ERROR,
+            Self::ClockPastLastSecond { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
+            Self::NoFreeNode { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            Self::InvalidIdString { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::NotPreloaded => {
+                "randflake_pg must be loaded via shared_preload_libraries".into()
+            }
+            Self::InvalidSettingsAtStartup => {
+                "invalid randflake_pg settings in the server configuration".into()
+            }
+            Self::NoSecret => "randflake_pg has no secret configured".into(),
+            Self::TwoSecrets => {
+                "both randflake.secret and randflake.secret_file are set".into()
+            }
+            Self::ClockBehind { now, used } => format!(
+                "the system clock is {} s behind second {used}, which this server has already used for IDs",
+                used - now
+            ),
+            Self::ClockPastLastSecond { now } => format!(
+                "the system clock reads {now}, past {MAX_SECOND}, the last second a Randflake ID can carry"
+            ),
+            Self::NoFreeNode { first, last } => format!(
+                "no free randflake node: all {} nodes of range {first}..{last} are in use",
+                last - first + 1
+            ),
+            Self::InvalidIdString { input, reason } => {
+                format!("invalid Randflake ID string \"{input}\": {reason}")
+            }
+        }
+    }
+
+    fn hint(&self) -> &'static str {
+        match self {
+            Self::NotPreloaded => {
+                "Add randflake_pg to shared_preload_libraries in postgresql.conf and restart the server."
+            }
+            Self::InvalidSettingsAtStartup => {
+                "The WARNING just before this message names the setting and the problem. The server does not start with a setting it cannot honour."
+            }
+            Self::NoSecret => {
+                "Put 32 hexadecimal digits in a file readable only by the server's user, set randflake.secret_file to its path in postgresql.conf, and reload."
+            }
+            Self::TwoSecrets => {
+                "Remove one of the two settings from postgresql.conf (keep randflake.secret_file), then reload."
+            }
+            Self::ClockBehind { .. } => {
+                "The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine."
+            }
+            Self::ClockPastLastSecond { .. } => {
+                "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 23:23:43 UTC."
+            }
+            Self::NoFreeNode { .. } => {
+                "Widen randflake.node_id_min..randflake.node_id_max for this server (restart needed), or use fewer concurrent connections."
+            }
+            Self::InvalidIdString { .. } => {
+                "A Randflake ID string is 1 to 13 lower-case base32hex digits (0-9, a-v), without padding or leading zeros."
+            }
+        }
+    }
+
+    /// Ends the current statement with this error.
+    #[track_caller]
+    pub fn raise(self) -> ! {
+        ErrorReport::new(self.sqlstate(), self.message(), "randflake_pg")
+            .set_hint(self.hint())
+            .report(PgLogLevel::ERROR);
+        unreachable!("ERROR does not return")
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::ClockBehind { now, used } => Self::ClockBehind { now, used },
+            Refusal::BeforeWindow { now, first } => Self::ClockBehind { now, used: first - 1 },
+            Refusal::AfterWindow { now, .. } => Self::ClockPastLastSecond { now },
+        }
+    }
+}
+
+/// Rejects a proposed setting from inside a GUC check hook: PostgreSQL then reports `message`
+/// (SQLSTATE 22023, invalid_parameter_value) in place of its default text, which would quote
+/// the rejected value, and that value may be a secret.
+pub fn reject_setting(message: &str, hint: &str) -> bool {
+    // SAFETY: check hooks run in a PostgreSQL process with ErrorContext set up; the strings are
+    // copied into it, which is where PostgreSQL's own GUC_check_errmsg() puts them.
+    unsafe {
+        pg_sys::GUC_check_errcode(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
+        pg_sys::GUC_check_errmsg_string = copy_to_error_context(message);
+        pg_sys::GUC_check_errhint_string = copy_to_error_context(hint);
+    }
+    false
+}
+
+unsafe fn copy_to_error_context(text: &str) -> *mut std::ffi::c_char {
+    let text = CString::new(text.replace('\0', "")).expect("NULs removed");
+    unsafe { pg_sys::MemoryContextStrdup(pg_sys::ErrorContext, text.as_ptr()) }
+}

@@ -1,0 +1,49 @@
+//! randflake_pg: Randflake IDs generated inside PostgreSQL.
+//!
+//! The format and the generator state machine live in the pure `randflake` crate; this crate is
+//! the PostgreSQL side: settings, the shared node table, per-backend generation and the SQL
+//! functions.
+
+mod backend_local;
+mod clock;
+mod errors;
+mod functions;
+mod generation;
+mod gucs;
+mod node_table;
+#[cfg(any(test, feature = "pg_test"))]
+mod pg_tests;
+mod secret;
+
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // Loaded on demand the library would have no node table, and generating without one could
+    // issue duplicates; refusing here makes CREATE EXTENSION and every call fail clearly.
+    // SAFETY: reading a PostgreSQL global from the loading thread.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        errors::Error::NotPreloaded.raise();
+    }
+    gucs::define();
+    node_table::reserve();
+}
+
+/// Required by `cargo pgrx test`: the test server must preload the library like a real one.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![
+            "shared_preload_libraries = 'randflake_pg'",
+            // The first published vector's secret, so that its ID decodes in the tests.
+            "randflake.secret = 'dffd6021bb2bd5b0af676290809ec3a5'",
+        ]
+    }
+}

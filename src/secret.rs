@@ -1,0 +1,45 @@
+//! The secret as this process knows it: one slot per configuration source, filled by the GUC
+//! assign hooks, and the rule that picks between them.
+//!
+//! The key schedule runs when a setting is assigned (at start-up or reload), never per call.
+
+use randflake::{IdCipher, Secret};
+
+use crate::backend_local::BackendLocal;
+use crate::errors::Error;
+
+#[derive(Clone, Copy)]
+pub enum SecretSource {
+    /// `randflake.secret`
+    Setting,
+    /// `randflake.secret_file`
+    File,
+}
+
+#[derive(Default)]
+struct Ciphers {
+    from_setting: Option<IdCipher>,
+    from_file: Option<IdCipher>,
+}
+
+static CIPHERS: BackendLocal<Ciphers> = BackendLocal::new(Ciphers { from_setting: None, from_file: None });
+
+/// Records the secret one source now provides (`None`: the source is unset).
+pub fn install(source: SecretSource, secret: Option<Secret>) {
+    let cipher = secret.as_ref().map(IdCipher::new);
+    CIPHERS.with(|ciphers| match source {
+        SecretSource::Setting => ciphers.from_setting = cipher,
+        SecretSource::File => ciphers.from_file = cipher,
+    });
+}
+
+/// Runs `f` with the configured cipher. Exactly one source must be set: with two, neither is
+/// trusted, since the one left over by mistake may be the wrong key.
+#[inline]
+pub fn with_cipher<R>(f: impl FnOnce(&IdCipher) -> R) -> Result<R, Error> {
+    CIPHERS.with(|ciphers| match (&ciphers.from_setting, &ciphers.from_file) {
+        (Some(cipher), None) | (None, Some(cipher)) => Ok(f(cipher)),
+        (None, None) => Err(Error::NoSecret),
+        (Some(_), Some(_)) => Err(Error::TwoSecrets),
+    })
+}
