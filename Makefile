@@ -1,0 +1,68 @@
+# randflake_pg: build, install, demo and test. `make help` lists the targets.
+
+PG_MAJOR    ?= 15
+PG_CONFIG   ?= /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
+VENV        ?= target/venv
+# Scratch clusters live under /tmp so that the postgres user can reach them.
+SCRATCH     ?= /tmp/randflake_pg-scratch
+TEST_PORT   ?= 55433
+DEMO_DIR    ?= /tmp/randflake_pg-demo
+DEMO_PORT   ?= 55434
+
+export PG_CONFIG PG_MAJOR VENV
+
+.PHONY: help deps build install demo demo-stop test unit pgtest server-tests installcheck clean
+
+help:
+	@echo "make deps          install build and test prerequisites (idempotent)"
+	@echo "make install       build (release) and install the extension into $(PG_CONFIG)'s server"
+	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
+	@echo "make demo-stop     stop and delete the demo cluster"
+	@echo "make test          every suite: unit, #[pg_test], pg_regress, integration (scratch clusters)"
+	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
+
+deps:
+	@tools/deps.sh
+
+build: deps
+	cargo build --release --features pg$(PG_MAJOR) --no-default-features
+
+install: deps
+	cargo pgrx install --release --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features
+
+demo: install
+	@tools/demo.sh $(DEMO_DIR) $(DEMO_PORT)
+
+demo-stop:
+	@tests/scratch-cluster.sh destroy $(DEMO_DIR)
+	@echo "demo cluster removed"
+
+# `cargo pgrx test` replaces the installed library in place, so it runs before anything starts
+# a server that has the library loaded, and `install` then puts the release build back.
+test: deps
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory pgtest
+	$(MAKE) --no-print-directory install
+	$(MAKE) --no-print-directory server-tests
+
+unit:
+	cargo test -p randflake
+
+pgtest:
+	cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest
+
+server-tests:
+	@tests/scratch-cluster.sh destroy $(SCRATCH)
+	@tests/scratch-cluster.sh init $(SCRATCH) $(TEST_PORT)
+	@tests/scratch-cluster.sh start $(SCRATCH)
+	@PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
+	@tests/scratch-cluster.sh destroy $(SCRATCH)
+	$(VENV)/bin/pytest tests/integration
+
+installcheck:
+	tests/run-regress.sh
+
+clean:
+	cargo clean
+	tests/scratch-cluster.sh destroy $(SCRATCH)
+	tests/scratch-cluster.sh destroy $(DEMO_DIR)

@@ -1,0 +1,123 @@
+"""Scratch PostgreSQL clusters for the integration suite.
+
+Every cluster is real: its own data directory and port on 127.0.0.1, randflake_pg preloaded,
+a fresh secret in a 0600 key file, all made by tests/scratch-cluster.sh (shared with `make demo`
+and the pg_regress run).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pathlib
+import pwd
+import subprocess
+
+import psycopg
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "scratch-cluster.sh"
+_ports = itertools.count(int(os.environ.get("RANDFLAKE_TEST_PORT_BASE", "55500")))
+
+
+def _owner_ids() -> tuple[int, int]:
+    """The uid/gid the server runs as: `postgres` when the tests run as root."""
+    if os.getuid() == 0:
+        entry = pwd.getpwnam("postgres")
+        return entry.pw_uid, entry.pw_gid
+    return os.getuid(), os.getgid()
+
+
+def write_server_file(path: pathlib.Path, content: str, mode: int = 0o600) -> None:
+    """Writes a file the server's user owns, with exactly `mode`."""
+    path.write_text(content)
+    os.chown(path, *_owner_ids())
+    os.chmod(path, mode)
+
+
+class Cluster:
+    def __init__(self, name: str, settings: tuple[str, ...] = ()):
+        self.dir = pathlib.Path(f"/tmp/randflake_pg-it-{name}")
+        self.port = next(_ports)
+        subprocess.run([SCRIPT, "destroy", self.dir], check=True)
+        subprocess.run([SCRIPT, "init", self.dir, str(self.port), *settings], check=True)
+
+    @property
+    def key_hex(self) -> str:
+        return (self.dir / "randflake.key").read_text().strip()
+
+    @property
+    def key_bytes(self) -> bytes:
+        return bytes.fromhex(self.key_hex)
+
+    def start(self, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([SCRIPT, "start", self.dir], check=check, capture_output=True, text=True)
+
+    def stop(self, mode: str = "fast") -> None:
+        subprocess.run([SCRIPT, "stop", self.dir, mode], check=True)
+
+    def destroy(self) -> None:
+        subprocess.run([SCRIPT, "destroy", self.dir], check=True)
+
+    def configure(self, *settings: str) -> None:
+        """Appends settings to postgresql.conf; later lines win over earlier ones."""
+        with open(self.dir / "postgresql.conf", "a") as conf:
+            for setting in settings:
+                conf.write(setting + "\n")
+
+    def reload(self) -> None:
+        with self.connect() as conn:
+            conn.execute("SELECT pg_reload_conf()")
+
+    def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
+        return psycopg.connect(
+            host=str(self.dir), port=self.port, user="postgres", dbname=dbname, autocommit=True, **kwargs
+        )
+
+    def log(self) -> str:
+        path = self.dir / "server.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.fixture
+def make_cluster(request):
+    """Factory: make_cluster(*settings) -> an initialised, not yet started Cluster."""
+    made: list[Cluster] = []
+
+    def make(*settings: str) -> Cluster:
+        cluster = Cluster(f"{request.node.name[:40]}-{len(made)}", settings)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    report = getattr(request.node, "rep_call", None)
+    for cluster in made:
+        if report is not None and report.failed:
+            print(f"--- end of {cluster.dir}/server.log ---\n{cluster.log()[-6000:]}")
+        cluster.destroy()
+
+
+@pytest.fixture
+def cluster(make_cluster) -> Cluster:
+    """A started cluster with the extension created in database `postgres`."""
+    cluster = make_cluster()
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    return cluster
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.rep_call = report
+
+
+def sql_error(conn: psycopg.Connection, statement: str) -> psycopg.Error:
+    """Runs a statement that must fail; returns the error."""
+    with pytest.raises(psycopg.Error) as caught:
+        conn.execute(statement)
+    return caught.value

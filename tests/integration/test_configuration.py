@@ -1,0 +1,150 @@
+"""Preloading and the secret: every misconfiguration fails clearly, and the secret never shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import sql_error, write_server_file
+
+OTHER_SECRET = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"
+
+
+def assert_secret_not_logged(cluster, *secrets: str) -> None:
+    log = cluster.log().lower()
+    for secret in (cluster.key_hex, *secrets):
+        assert secret.lower() not in log
+        # Not even a recognisable half of it.
+        assert secret.lower()[:16] not in log and secret.lower()[16:] not in log
+
+
+def test_without_preload_create_extension_and_every_function_refuse(make_cluster):
+    cluster = make_cluster()
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    cluster.stop()
+    cluster.configure("shared_preload_libraries = ''")
+    cluster.start()
+    with cluster.connect() as conn:
+        for statement in [
+            "SELECT randflake_next()",
+            "SELECT randflake_to_string(1)",
+            "SELECT randflake_from_string('1')",
+            "SELECT * FROM randflake_decode(1)",
+            "LOAD 'randflake_pg'",
+        ]:
+            error = sql_error(conn, statement)
+            assert error.sqlstate == "55000", statement
+            assert error.diag.message_primary == "randflake_pg must be loaded via shared_preload_libraries"
+            assert "shared_preload_libraries" in error.diag.message_hint
+        conn.execute("DROP EXTENSION randflake_pg")
+        error = sql_error(conn, "CREATE EXTENSION randflake_pg")
+        assert error.sqlstate == "55000"
+        assert error.diag.message_primary == "randflake_pg must be loaded via shared_preload_libraries"
+        assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'randflake_pg'").fetchone() == (0,)
+
+
+def test_without_a_secret_generation_and_decoding_refuse(make_cluster):
+    cluster = make_cluster("randflake.secret_file = ''")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        for statement in ["SELECT randflake_next()", "SELECT * FROM randflake_decode(1)"]:
+            error = sql_error(conn, statement)
+            assert error.sqlstate == "55000"
+            assert error.diag.message_primary == "randflake_pg has no secret configured"
+            assert "randflake.secret_file" in error.diag.message_hint
+        # Conversions need no secret.
+        assert conn.execute("SELECT randflake_to_string(31)").fetchone() == ("v",)
+
+
+def test_both_secret_settings_are_refused(make_cluster):
+    cluster = make_cluster(f"randflake.secret = '{OTHER_SECRET}'")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        error = sql_error(conn, "SELECT randflake_next()")
+        assert error.sqlstate == "F0000"
+        assert error.diag.message_primary == "both randflake.secret and randflake.secret_file are set"
+    assert_secret_not_logged(cluster, OTHER_SECRET)
+
+
+def test_the_secret_setting_keys_ids_like_the_file(make_cluster):
+    from randflake.v2 import Config, Generator, Lease
+
+    cluster = make_cluster("randflake.secret_file = ''", f"randflake.secret = '{OTHER_SECRET.upper()}'")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        rows = conn.execute(
+            """SELECT s.id, extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+                 FROM (SELECT randflake_next() AS id FROM generate_series(1, 100)) s,
+                      randflake_decode(s.id) d"""
+        ).fetchall()
+    reference = Generator(Config(lease=Lease(0, 1730000000, 2803741824), secret=bytes.fromhex(OTHER_SECRET)))
+    for id_, second, node, sequence in rows:
+        parts = reference.inspect(id_)
+        assert (parts.timestamp, parts.node_id, parts.sequence) == (second, node, sequence)
+    assert_secret_not_logged(cluster, OTHER_SECRET)
+
+
+@pytest.mark.parametrize(
+    "settings, key_file, expected",
+    [
+        (
+            ["randflake.secret_file = ''", "randflake.secret = 'c0ffee'"],
+            None,
+            "invalid value for randflake.secret: the secret has 6 characters; it must be exactly 32 hexadecimal digits",
+        ),
+        (
+            ["randflake.secret_file = ''", f"randflake.secret = '{OTHER_SECRET[:-1]}z'"],
+            None,
+            "invalid value for randflake.secret: the secret has a non-hexadecimal character at position 31",
+        ),
+        (
+            ["randflake.secret_file = '/nonexistent/randflake.key'"],
+            None,
+            'invalid randflake.secret_file "/nonexistent/randflake.key": the key file cannot be read: No such file or directory',
+        ),
+        (
+            ["randflake.secret_file = 'open.key'"],
+            ("open.key", OTHER_SECRET, 0o644),
+            'invalid randflake.secret_file "open.key": the key file has permissions 0644; it must not be accessible to group or others',
+        ),
+        (
+            ["randflake.secret_file = 'short.key'"],
+            ("short.key", OTHER_SECRET[:20], 0o600),
+            'invalid randflake.secret_file "short.key": the secret has 20 characters; it must be exactly 32 hexadecimal digits',
+        ),
+    ],
+    ids=["short-secret", "non-hex-secret", "missing-file", "world-readable-file", "short-file"],
+)
+def test_a_bad_secret_stops_the_server_from_starting(make_cluster, settings, key_file, expected):
+    cluster = make_cluster(*settings)
+    if key_file:
+        name, content, mode = key_file
+        write_server_file(cluster.dir / name, content, mode)
+    result = cluster.start(check=False)
+    assert result.returncode != 0
+    log = cluster.log()
+    assert expected in log
+    assert "invalid randflake_pg settings in the server configuration" in log
+    assert_secret_not_logged(cluster, OTHER_SECRET)
+
+
+def test_reload_with_a_bad_secret_keeps_the_working_one(cluster):
+    from randflake.v2 import Config, Generator, Lease
+
+    reference = Generator(Config(lease=Lease(0, 1730000000, 2803741824), secret=cluster.key_bytes))
+    write_server_file(cluster.dir / "bad.key", OTHER_SECRET[:30] + "xy")
+    cluster.configure("randflake.secret_file = 'bad.key'")
+    cluster.reload()
+    with cluster.connect() as conn:
+        id_, second, node, sequence = conn.execute(
+            """SELECT s.id, extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+                 FROM (SELECT randflake_next() AS id) s, randflake_decode(s.id) d"""
+        ).fetchone()
+    parts = reference.inspect(id_)
+    assert (parts.timestamp, parts.node_id, parts.sequence) == (second, node, sequence)
+    assert 'invalid randflake.secret_file "bad.key": the secret has a non-hexadecimal character at position 30' in cluster.log()
+    assert_secret_not_logged(cluster, OTHER_SECRET)

@@ -1,0 +1,111 @@
+"""Node allocation: the configured range, running out of nodes, the per-second node budget, and
+seconds that must not be reused after a crash or a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psycopg
+import pytest
+
+from conftest import sql_error
+
+
+def decoded(conn: psycopg.Connection, sql: str) -> list[tuple]:
+    """(timestamp as Unix seconds, node, sequence) of the IDs a query returns in column `id`."""
+    return conn.execute(
+        f"""SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+              FROM ({sql}) s, randflake_decode(s.id) d"""
+    ).fetchall()
+
+
+def test_ids_come_from_the_configured_range_and_running_out_is_a_clear_error(make_cluster):
+    cluster = make_cluster("randflake.node_id_min = 7", "randflake.node_id_max = 8")
+    cluster.start()
+    first, second, third = (cluster.connect() for _ in range(3))
+    with first, second, third:
+        first.execute("CREATE EXTENSION randflake_pg")
+        first.execute("CREATE TABLE kept (id bigint PRIMARY KEY DEFAULT randflake_next())")
+        first.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
+        second.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
+        nodes = {row[1] for row in decoded(first, "SELECT id FROM kept")}
+        assert nodes == {7, 8}
+
+        error = sql_error(third, "SELECT randflake_next()")
+        assert error.sqlstate == "53400"
+        assert error.diag.message_primary == "no free randflake node: all 2 nodes of range 7..8 are in use"
+        assert "randflake.node_id_min" in error.diag.message_hint
+
+        # The server, the data and the ID space are intact, and a freed node is taken again.
+        second.close()
+        time.sleep(0.2)
+        third.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
+        rows, distinct = first.execute("SELECT count(*), count(DISTINCT id) FROM kept").fetchone()
+        assert rows == distinct == 30
+
+
+def test_node_budget_waits_for_the_next_second_instead_of_failing(make_cluster):
+    """With one node per second per backend, 200000 IDs need two seconds, one node in each."""
+    cluster = make_cluster("randflake.max_nodes_per_backend = 1")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        parts = decoded(conn, "SELECT randflake_next() AS id FROM generate_series(1, 200000)")
+    assert len(set(parts)) == 200_000
+    seconds = {}
+    for second, node, _ in parts:
+        seconds.setdefault(second, set()).add(node)
+    assert len(seconds) >= 2, "131072 IDs per node per second force a second second"
+    assert all(len(nodes) == 1 for nodes in seconds.values()), seconds
+
+
+def test_after_a_backend_crash_no_second_is_reused(cluster):
+    """kill -9 makes the postmaster rebuild shared memory; the second it restarts in counts as
+    used, so every later ID is in a later second than every earlier one."""
+    with cluster.connect() as conn:
+        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT randflake_next(), era int)")
+        victim = cluster.connect()
+        victim_pid = victim.execute("SELECT pg_backend_pid()").fetchone()[0]
+        conn.execute("INSERT INTO ids (era) SELECT 1 FROM generate_series(1, 5000)")
+    os.kill(victim_pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with cluster.connect() as conn:
+                conn.execute("INSERT INTO ids (era) SELECT 2 FROM generate_series(1, 5000)")
+            break
+        except psycopg.OperationalError:
+            assert time.monotonic() < deadline, "server did not come back after the crash"
+            time.sleep(0.05)
+    with cluster.connect() as conn:
+        before = max(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 1"))
+        after = min(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 2"))
+        assert after > before
+        assert conn.execute("SELECT count(DISTINCT id) FROM ids").fetchone()[0] == 10_000
+    assert "terminated by signal 9" in cluster.log()
+
+
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_after_a_quick_restart_no_second_is_reused(cluster, mode):
+    with cluster.connect() as conn:
+        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT randflake_next(), era int)")
+        conn.execute("INSERT INTO ids (era) SELECT 1 FROM generate_series(1, 5000)")
+    cluster.stop(mode)
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("INSERT INTO ids (era) SELECT 2 FROM generate_series(1, 5000)")
+        before = max(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 1"))
+        after = min(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 2"))
+        assert after > before
+        assert conn.execute("SELECT count(DISTINCT id) FROM ids").fetchone()[0] == 10_000
+
+
+def test_inverted_node_range_stops_the_server_from_starting(make_cluster):
+    cluster = make_cluster("randflake.node_id_min = 500", "randflake.node_id_max = 100")
+    result = cluster.start(check=False)
+    assert result.returncode != 0
+    log = cluster.log()
+    assert "randflake.node_id_max (100) is less than randflake.node_id_min (500)" in log
+    assert "invalid randflake_pg settings in the server configuration" in log

@@ -1,0 +1,83 @@
+-- Who may decode, and that no ordinary role can read or change any randflake setting.
+CREATE ROLE randflake_app LOGIN;
+CREATE ROLE randflake_auditor LOGIN;
+GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO randflake_auditor;
+CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    state text;
+    message text;
+    hint text;
+BEGIN
+    EXECUTE statement;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+    RETURN state || ': ' || message || coalesce(' / HINT: ' || nullif(hint, ''), '');
+END
+$$;
+SELECT has_function_privilege('randflake_app', 'randflake_decode(bigint)', 'EXECUTE') AS app_may_decode,
+       has_function_privilege('randflake_auditor', 'randflake_decode(bigint)', 'EXECUTE') AS auditor_may_decode,
+       has_function_privilege('randflake_app', 'randflake_next()', 'EXECUTE') AS app_may_generate;
+
+SET ROLE randflake_app;
+-- Generating and converting need no privilege.
+SELECT randflake_from_string(randflake_to_string(randflake_next())) IS NOT NULL AS app_generates;
+SELECT statement, pg_temp.error_of(statement) AS result
+  FROM unnest(ARRAY[
+      'SELECT * FROM randflake_decode(1)',
+      'SHOW randflake.secret',
+      'SHOW randflake.secret_file',
+      'SELECT current_setting(''randflake.secret'')',
+      'SELECT current_setting(''randflake.secret'', true)',
+      'SELECT current_setting(''randflake.secret_file'', true)',
+      'SET randflake.secret = ''00112233445566778899aabbccddeeff''',
+      'SET randflake.node_id_min = 5',
+      'SET randflake.max_nodes_per_backend = 1000',
+      'SELECT set_config(''randflake.secret'', ''00112233445566778899aabbccddeeff'', false)',
+      'ALTER ROLE randflake_app SET randflake.secret = ''00112233445566778899aabbccddeeff''',
+      'ALTER DATABASE ' || quote_ident(current_database()) || ' SET randflake.secret = ''00112233445566778899aabbccddeeff''',
+      'SELECT count(*) FROM pg_file_settings'
+  ]) AS statement;
+-- Listings leave the secret settings out.
+SELECT count(*) AS secret_rows_in_pg_settings FROM pg_settings WHERE name LIKE 'randflake.secret%';
+SELECT count(*) AS secret_rows_in_show_all FROM pg_show_all_settings() WHERE name LIKE 'randflake.secret%';
+-- The other settings are visible, with their descriptions.
+SELECT name, context, short_desc <> '' AS described FROM pg_settings WHERE name LIKE 'randflake.%' ORDER BY name;
+RESET ROLE;
+
+SET ROLE randflake_auditor;
+SELECT count(*) AS auditor_decodes FROM randflake_decode(randflake_next());
+RESET ROLE;
+
+-- Not even a superuser can plant a secret per role or database, nor change one per session.
+SELECT statement, pg_temp.error_of(statement) AS result
+  FROM unnest(ARRAY[
+      'SET randflake.secret = ''00112233445566778899aabbccddeeff''',
+      'SET randflake.secret_file = ''/tmp/k''',
+      'ALTER ROLE randflake_app SET randflake.secret = ''00112233445566778899aabbccddeeff''',
+      'ALTER ROLE randflake_app SET randflake.secret_file = ''/tmp/k''',
+      'ALTER DATABASE ' || quote_ident(current_database()) || ' SET randflake.secret = ''00112233445566778899aabbccddeeff''',
+      'ALTER ROLE randflake_app SET randflake.node_id_max = 3'
+  ]) AS statement;
+SELECT count(*) AS planted_settings FROM pg_db_role_setting WHERE array_to_string(setconfig, ',') LIKE '%randflake%';
+
+-- ALTER SYSTEM validates values, and its errors never quote a rejected secret.
+\set VERBOSITY default
+ALTER SYSTEM SET randflake.secret = 'c0ffeec0ffeec0ffeec0ffee';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET randflake.secret = 'c0ffeec0ffeec0ffeec0ffeec0ffeezz';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET randflake.secret_file = '/nonexistent/randflake.key';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET randflake.node_id_min = 131072;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET randflake.max_nodes_per_backend = 0;
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE randflake_app;
+ALTER SYSTEM SET randflake.secret = '00112233445566778899aabbccddeeff';
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+DROP OWNED BY randflake_app, randflake_auditor;
+DROP ROLE randflake_app;
+DROP ROLE randflake_auditor;
