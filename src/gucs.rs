@@ -190,14 +190,10 @@ unsafe extern "C-unwind" fn assign_secret_file(_newval: *const c_char, extra: *m
 const NODE_RANGE_HINT: &str =
     "Set randflake.node_id_min <= randflake.node_id_max; to move a range, change both in postgresql.conf and restart.";
 
-#[pg_guard]
-unsafe extern "C-unwind" fn check_node_id_min(
-    newval: *mut c_int,
-    _extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    let min = unsafe { *newval };
-    let max = NODE_ID_MAX.get();
+/// Both bounds' check hooks compare against the other bound's current value. At start-up that
+/// is order-independent, because the defaults are the widest range; for ALTER SYSTEM it is the
+/// running value, which is conservative.
+fn node_range_is_valid(min: i32, max: i32) -> bool {
     min <= max
         || reject(
             &format!("randflake.node_id_min ({min}) is greater than randflake.node_id_max ({max})"),
@@ -206,16 +202,19 @@ unsafe extern "C-unwind" fn check_node_id_min(
 }
 
 #[pg_guard]
+unsafe extern "C-unwind" fn check_node_id_min(
+    newval: *mut c_int,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    node_range_is_valid(unsafe { *newval }, NODE_ID_MAX.get())
+}
+
+#[pg_guard]
 unsafe extern "C-unwind" fn check_node_id_max(
     newval: *mut c_int,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
-    let max = unsafe { *newval };
-    let min = NODE_ID_MIN.get();
-    min <= max
-        || reject(
-            &format!("randflake.node_id_max ({max}) is less than randflake.node_id_min ({min})"),
-            NODE_RANGE_HINT,
-        )
+    node_range_is_valid(NODE_ID_MIN.get(), unsafe { *newval })
 }

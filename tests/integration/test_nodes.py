@@ -107,5 +107,5 @@ def test_inverted_node_range_stops_the_server_from_starting(make_cluster):
     result = cluster.start(check=False)
     assert result.returncode != 0
     log = cluster.log()
-    assert "randflake.node_id_max (100) is less than randflake.node_id_min (500)" in log
+    assert "randflake.node_id_min (500) is greater than randflake.node_id_max (100)" in log
     assert "invalid randflake_pg settings in the server configuration" in log

@@ -2,19 +2,6 @@
 CREATE ROLE randflake_app LOGIN;
 CREATE ROLE randflake_auditor LOGIN;
 GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO randflake_auditor;
-CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    state text;
-    message text;
-    hint text;
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RETURN state || ': ' || message || coalesce(' / HINT: ' || nullif(hint, ''), '');
-END
-$$;
 SELECT has_function_privilege('randflake_app', 'randflake_decode(bigint)', 'EXECUTE') AS app_may_decode,
        has_function_privilege('randflake_auditor', 'randflake_decode(bigint)', 'EXECUTE') AS auditor_may_decode,
        has_function_privilege('randflake_app', 'randflake_next()', 'EXECUTE') AS app_may_generate;
@@ -22,7 +9,7 @@ SELECT has_function_privilege('randflake_app', 'randflake_decode(bigint)', 'EXEC
 SET ROLE randflake_app;
 -- Generating and converting need no privilege.
 SELECT randflake_from_string(randflake_to_string(randflake_next())) IS NOT NULL AS app_generates;
-SELECT statement, pg_temp.error_of(statement) AS result
+SELECT statement, regress.error_of(statement) AS result
   FROM unnest(ARRAY[
       'SELECT * FROM randflake_decode(1)',
       'SHOW randflake.secret',
@@ -50,7 +37,7 @@ SELECT count(*) AS auditor_decodes FROM randflake_decode(randflake_next());
 RESET ROLE;
 
 -- Not even a superuser can plant a secret per role or database, nor change one per session.
-SELECT statement, pg_temp.error_of(statement) AS result
+SELECT statement, regress.error_of(statement) AS result
   FROM unnest(ARRAY[
       'SET randflake.secret = ''00112233445566778899aabbccddeeff''',
       'SET randflake.secret_file = ''/tmp/k''',

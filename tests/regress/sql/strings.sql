@@ -1,19 +1,5 @@
 -- Every way a string can fail to be an ID: SQLSTATE, message and hint.
-CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    state text;
-    message text;
-    hint text;
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
-    RETURN state || ': ' || message || coalesce(' / HINT: ' || nullif(hint, ''), '');
-END
-$$;
-
-SELECT input, pg_temp.error_of(format('SELECT randflake_from_string(%L)', input)) AS result
+SELECT input, regress.error_of(format('SELECT randflake_from_string(%L)', input)) AS result
   FROM unnest(ARRAY[
       '', '00', '01', 'A', '1V', '0=', 'abc=', 'g000000000000', 'vvvvvvvvvvvvv', 'fvvvvvvvvvvvw',
       '10000000000000', '-1', '+1', ' 1', '1 ', E'1\n', 'w', 'é', '１', '0x1f'
