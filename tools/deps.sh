@@ -11,6 +11,11 @@ sudo_if_needed() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+if ! command -v cargo >/dev/null; then
+    echo "deps: no Rust toolchain found; install one with rustup (https://rustup.rs), then run this again" >&2
+    exit 1
+fi
+
 packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo python3-venv)
 missing=()
 for package in "${packages[@]}"; do
