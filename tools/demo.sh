@@ -27,8 +27,9 @@ done
 wait
 sql -c "SELECT count(*) AS orders, count(DISTINCT id) AS distinct_ids FROM orders"
 
-say "What outsiders see: IDs with no visible order, and their string form."
-sql -c "SELECT id, randflake_to_string(id) AS id_string, customer FROM orders ORDER BY placed, customer LIMIT 8"
+say "What outsiders see: session 1's first orders, in the order it inserted them. No pattern in the IDs:"
+sql -c "SELECT id, randflake_to_string(id) AS id_string, customer FROM orders
+         WHERE customer LIKE 'customer-1-%' ORDER BY substring(customer FROM '[0-9]+\$')::int LIMIT 8"
 
 say "What the secret reveals (randflake_decode is granted to no one by default):"
 sql -c "SELECT o.id, d.timestamp, d.node_id, d.sequence, o.customer

@@ -37,23 +37,35 @@ fn arx_inverse(left: u16, right: u16) -> (u16, u16) {
     (left, right)
 }
 
-/// The linear layer mixing the two 32-bit branches, followed by the branch swap.
+/// The linear layer: mixes the left branch into the right one, then swaps the branches.
 #[inline(always)]
-fn linear(x: &mut [u16; 4]) {
-    let mix = (x[0] ^ x[1]).rotate_left(8);
-    x[2] ^= x[0] ^ mix;
-    x[3] ^= x[1] ^ mix;
-    x.swap(0, 2);
-    x.swap(1, 3);
+fn linear([a, b, c, d]: [u16; 4]) -> [u16; 4] {
+    let mix = (a ^ b).rotate_left(8);
+    [c ^ a ^ mix, d ^ b ^ mix, a, b]
 }
 
 #[inline(always)]
-fn linear_inverse(x: &mut [u16; 4]) {
-    x.swap(0, 2);
-    x.swap(1, 3);
-    let mix = (x[0] ^ x[1]).rotate_left(8);
-    x[2] ^= x[0] ^ mix;
-    x[3] ^= x[1] ^ mix;
+fn linear_inverse([a, b, c, d]: [u16; 4]) -> [u16; 4] {
+    let mix = (c ^ d).rotate_left(8);
+    [c, d, a ^ c ^ mix, b ^ d ^ mix]
+}
+
+/// Three keyed ARX rounds on one 32-bit branch.
+#[inline(always)]
+fn branch_rounds(mut left: u16, mut right: u16, subkey: &Subkey) -> (u16, u16) {
+    for round in 0..ROUNDS_PER_STEP {
+        (left, right) = arx(left ^ subkey[2 * round], right ^ subkey[2 * round + 1]);
+    }
+    (left, right)
+}
+
+#[inline(always)]
+fn branch_rounds_inverse(mut left: u16, mut right: u16, subkey: &Subkey) -> (u16, u16) {
+    for round in (0..ROUNDS_PER_STEP).rev() {
+        let (l, r) = arx_inverse(left, right);
+        (left, right) = (l ^ subkey[2 * round], r ^ subkey[2 * round + 1]);
+    }
+    (left, right)
 }
 
 fn expand_key(key: &[u8; 16]) -> [Subkey; SUBKEY_COUNT] {
@@ -113,44 +125,25 @@ impl Sparx64 {
     pub fn encrypt_block(&self, block: [u8; 8]) -> [u8; 8] {
         let mut x = words_of(block);
         for step in 0..STEPS {
-            for branch in 0..BRANCHES {
-                let subkey = &self.subkeys[BRANCHES * step + branch];
-                for round in 0..ROUNDS_PER_STEP {
-                    let (left, right) = arx(
-                        x[2 * branch] ^ subkey[2 * round],
-                        x[2 * branch + 1] ^ subkey[2 * round + 1],
-                    );
-                    x[2 * branch] = left;
-                    x[2 * branch + 1] = right;
-                }
-            }
-            linear(&mut x);
+            let (a, b) = branch_rounds(x[0], x[1], &self.subkeys[BRANCHES * step]);
+            let (c, d) = branch_rounds(x[2], x[3], &self.subkeys[BRANCHES * step + 1]);
+            x = linear([a, b, c, d]);
         }
         let whitening = &self.subkeys[SUBKEY_COUNT - 1];
-        for (word, key) in x.iter_mut().zip(whitening) {
-            *word ^= key;
-        }
-        block_of(x)
+        block_of([x[0] ^ whitening[0], x[1] ^ whitening[1], x[2] ^ whitening[2], x[3] ^ whitening[3]])
     }
 
     /// Decrypts one 8-byte block: the exact inverse of [`Sparx64::encrypt_block`].
     #[inline]
     pub fn decrypt_block(&self, block: [u8; 8]) -> [u8; 8] {
-        let mut x = words_of(block);
         let whitening = &self.subkeys[SUBKEY_COUNT - 1];
-        for (word, key) in x.iter_mut().zip(whitening) {
-            *word ^= key;
-        }
+        let w = words_of(block);
+        let mut x = [w[0] ^ whitening[0], w[1] ^ whitening[1], w[2] ^ whitening[2], w[3] ^ whitening[3]];
         for step in (0..STEPS).rev() {
-            linear_inverse(&mut x);
-            for branch in 0..BRANCHES {
-                let subkey = &self.subkeys[BRANCHES * step + branch];
-                for round in (0..ROUNDS_PER_STEP).rev() {
-                    let (left, right) = arx_inverse(x[2 * branch], x[2 * branch + 1]);
-                    x[2 * branch] = left ^ subkey[2 * round];
-                    x[2 * branch + 1] = right ^ subkey[2 * round + 1];
-                }
-            }
+            let [a, b, c, d] = linear_inverse(x);
+            let (a, b) = branch_rounds_inverse(a, b, &self.subkeys[BRANCHES * step]);
+            let (c, d) = branch_rounds_inverse(c, d, &self.subkeys[BRANCHES * step + 1]);
+            x = [a, b, c, d];
         }
         block_of(x)
     }
@@ -179,11 +172,8 @@ mod tests {
             assert_eq!(arx_inverse(l, r), (left, right));
         }
         let original = [0x0123, 0x4567, 0x89ab, 0xcdef];
-        let mut x = original;
-        linear(&mut x);
-        assert_ne!(x, original);
-        linear_inverse(&mut x);
-        assert_eq!(x, original);
+        assert_ne!(linear(original), original);
+        assert_eq!(linear_inverse(linear(original)), original);
     }
 
     #[test]
