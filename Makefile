@@ -8,10 +8,14 @@ SCRATCH     ?= /tmp/randflake_pg-scratch
 TEST_PORT   ?= 55433
 DEMO_DIR    ?= /tmp/randflake_pg-demo
 DEMO_PORT   ?= 55434
+BENCH_DIR   ?= /tmp/randflake_pg-bench
+BENCH_PORT  ?= 55435
+# Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
+BENCH_ARGS  ?=
 
 export PG_CONFIG PG_MAJOR VENV
 
-.PHONY: help deps build install demo demo-stop test unit pgtest server-tests installcheck clean
+.PHONY: help deps build install demo demo-stop test unit pgtest server-tests installcheck bench clean
 
 help:
 	@echo "make deps          install build and test prerequisites (idempotent)"
@@ -20,6 +24,7 @@ help:
 	@echo "make demo-stop     stop and delete the demo cluster"
 	@echo "make test          every suite: unit, #[pg_test], pg_regress, integration (scratch clusters)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
+	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
 
 deps:
 	@tools/deps.sh
@@ -61,6 +66,18 @@ server-tests:
 
 installcheck:
 	tests/run-regress.sh
+
+# JIT is off so that compiling expressions does not blur per-call costs; fsync is off in every
+# scratch cluster, for all contenders alike.
+bench: install
+	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	@tests/scratch-cluster.sh destroy $(BENCH_DIR)
+	@tests/scratch-cluster.sh init $(BENCH_DIR) $(BENCH_PORT) "shared_buffers = '2GB'" "jit = off" \
+		"max_wal_size = '8GB'" "checkpoint_timeout = '30min'"
+	@tests/scratch-cluster.sh start $(BENCH_DIR)
+	cargo bench -p randflake
+	$(VENV)/bin/python bench/bench.py --host $(BENCH_DIR) --port $(BENCH_PORT) --out bench/out $(BENCH_ARGS); \
+		status=$$?; tests/scratch-cluster.sh destroy $(BENCH_DIR); exit $$status
 
 clean:
 	cargo clean

@@ -16,21 +16,32 @@ pub enum SecretSource {
     File,
 }
 
-#[derive(Default)]
 struct Ciphers {
     from_setting: Option<IdCipher>,
     from_file: Option<IdCipher>,
+    /// Counts installs, so that IDs encrypted ahead under an older secret are never served.
+    version: u64,
 }
 
-static CIPHERS: BackendLocal<Ciphers> = BackendLocal::new(Ciphers { from_setting: None, from_file: None });
+static CIPHERS: BackendLocal<Ciphers> =
+    BackendLocal::new(Ciphers { from_setting: None, from_file: None, version: 0 });
 
 /// Records the secret one source now provides (`None`: the source is unset).
 pub fn install(source: SecretSource, secret: Option<Secret>) {
     let cipher = secret.as_ref().map(IdCipher::new);
-    CIPHERS.with(|ciphers| match source {
-        SecretSource::Setting => ciphers.from_setting = cipher,
-        SecretSource::File => ciphers.from_file = cipher,
+    CIPHERS.with(|ciphers| {
+        match source {
+            SecretSource::Setting => ciphers.from_setting = cipher,
+            SecretSource::File => ciphers.from_file = cipher,
+        }
+        ciphers.version += 1;
     });
+}
+
+/// Changes whenever either secret setting is assigned.
+#[inline]
+pub fn version() -> u64 {
+    CIPHERS.with(|ciphers| ciphers.version)
 }
 
 /// Runs `f` with the configured cipher. Exactly one source must be set: with two, neither is

@@ -65,10 +65,11 @@ impl Window {
 /// What the caller must do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// An ID to encrypt and hand out. `opened_second` is true for the first ID of a second on
-    /// this node: the caller records `parts.timestamp` as the node's used-through second before
-    /// handing the ID out, so a later holder of the node skips that second.
-    Issued { parts: Parts, opened_second: bool },
+    /// `count` IDs to encrypt and hand out: `first` and the next `count - 1` sequences of the
+    /// same second and node. `opened_second` is true when they are the first of a second on
+    /// this node: the caller records `first.timestamp` as the node's used-through second before
+    /// handing any out, so a later holder of the node skips that second.
+    Issued { first: Parts, count: u32, opened_second: bool },
     /// The generator holds no node with sequences left in this second. The caller returns
     /// `release` (if any) to its pool, obtains a node whose used-through second is before
     /// `now`, passes it to [`Generator::adopt`] and calls [`Generator::next`] again.
@@ -177,10 +178,11 @@ impl Generator {
         self.held.take().map(|held| held.node_id)
     }
 
-    /// Decides the next ID for clock reading `now`. `nodes_per_second` caps how many nodes may
-    /// be adopted within one second before the generator waits for the next one instead.
+    /// Decides the next IDs for clock reading `now`: at least one and at most `max_ids`
+    /// consecutive sequences. `nodes_per_second` caps how many nodes may be adopted within one
+    /// second before the generator waits for the next one instead.
     #[inline]
-    pub fn next(&mut self, now: u64, nodes_per_second: u32) -> Result<Step, Refusal> {
+    pub fn next(&mut self, now: u64, nodes_per_second: u32, max_ids: u32) -> Result<Step, Refusal> {
         if now < self.window.first {
             return Err(Refusal::BeforeWindow { now, first: self.window.first });
         }
@@ -202,10 +204,11 @@ impl Generator {
         } else if held.next_sequence == SPENT {
             return Ok(self.node_wanted(now, nodes_per_second));
         }
-        let parts = Parts { timestamp: now, node_id: held.node_id, sequence: held.next_sequence };
-        held.next_sequence += 1;
+        let first = Parts { timestamp: now, node_id: held.node_id, sequence: held.next_sequence };
+        let count = max_ids.clamp(1, SPENT - held.next_sequence);
+        held.next_sequence += count;
         self.clock_floor = now;
-        Ok(Step::Issued { parts, opened_second })
+        Ok(Step::Issued { first, count, opened_second })
     }
 
     fn node_wanted(&mut self, now: u64, nodes_per_second: u32) -> Step {
@@ -226,8 +229,8 @@ mod tests {
 
     fn issued(step: Step) -> Parts {
         match step {
-            Step::Issued { parts, .. } => parts,
-            other => panic!("expected an ID, got {other:?}"),
+            Step::Issued { first, count: 1, .. } => first,
+            other => panic!("expected one ID, got {other:?}"),
         }
     }
 
@@ -240,39 +243,39 @@ mod tests {
     #[test]
     fn asks_for_a_node_before_the_first_id() {
         let mut generator = Generator::new(Window::ALL);
-        assert_eq!(generator.next(T, UNLIMITED), Ok(Step::NeedNode { release: None }));
+        assert_eq!(generator.next(T, UNLIMITED, 1), Ok(Step::NeedNode { release: None }));
     }
 
     #[test]
     fn sequence_starts_at_zero_each_second() {
         let mut generator = generator_with_node(7, T - 1);
         assert_eq!(
-            generator.next(T, UNLIMITED),
-            Ok(Step::Issued { parts: Parts { timestamp: T, node_id: 7, sequence: 0 }, opened_second: true })
+            generator.next(T, UNLIMITED, 1),
+            Ok(Step::Issued { first: Parts { timestamp: T, node_id: 7, sequence: 0 }, count: 1, opened_second: true })
         );
         assert_eq!(
-            generator.next(T, UNLIMITED),
-            Ok(Step::Issued { parts: Parts { timestamp: T, node_id: 7, sequence: 1 }, opened_second: false })
+            generator.next(T, UNLIMITED, 1),
+            Ok(Step::Issued { first: Parts { timestamp: T, node_id: 7, sequence: 1 }, count: 1, opened_second: false })
         );
-        assert_eq!(issued(generator.next(T + 5, UNLIMITED).unwrap()).sequence, 0);
-        assert_eq!(issued(generator.next(T + 5, UNLIMITED).unwrap()).sequence, 1);
+        assert_eq!(issued(generator.next(T + 5, UNLIMITED, 1).unwrap()).sequence, 0);
+        assert_eq!(issued(generator.next(T + 5, UNLIMITED, 1).unwrap()).sequence, 1);
     }
 
     #[test]
     fn a_clock_behind_a_used_second_is_refused_and_state_kept() {
         let mut generator = generator_with_node(1, T - 1);
-        issued(generator.next(T, UNLIMITED).unwrap());
-        assert_eq!(generator.next(T - 1, UNLIMITED), Err(Refusal::ClockBehind { now: T - 1, used: T }));
-        assert_eq!(generator.next(T - 60, UNLIMITED), Err(Refusal::ClockBehind { now: T - 60, used: T }));
-        assert_eq!(issued(generator.next(T, UNLIMITED).unwrap()).sequence, 1);
+        issued(generator.next(T, UNLIMITED, 1).unwrap());
+        assert_eq!(generator.next(T - 1, UNLIMITED, 1), Err(Refusal::ClockBehind { now: T - 1, used: T }));
+        assert_eq!(generator.next(T - 60, UNLIMITED, 1), Err(Refusal::ClockBehind { now: T - 60, used: T }));
+        assert_eq!(issued(generator.next(T, UNLIMITED, 1).unwrap()).sequence, 1);
     }
 
     #[test]
     fn an_adopted_node_skips_its_used_seconds() {
         let mut generator = generator_with_node(3, T);
-        assert_eq!(generator.next(T - 1, UNLIMITED), Err(Refusal::ClockBehind { now: T - 1, used: T }));
+        assert_eq!(generator.next(T - 1, UNLIMITED, 1), Err(Refusal::ClockBehind { now: T - 1, used: T }));
         // The node's used-through second counts as spent, so a same-second reading wants another.
-        assert_eq!(generator.next(T, UNLIMITED), Ok(Step::NeedNode { release: Some(3) }));
+        assert_eq!(generator.next(T, UNLIMITED, 1), Ok(Step::NeedNode { release: Some(3) }));
         assert_eq!(generator.held_node(), None);
     }
 
@@ -280,11 +283,11 @@ mod tests {
     fn an_exhausted_second_asks_for_another_node() {
         let mut generator = generator_with_node(10, T - 1);
         for sequence in 0..=MAX_SEQUENCE {
-            assert_eq!(issued(generator.next(T, UNLIMITED).unwrap()).sequence, sequence);
+            assert_eq!(issued(generator.next(T, UNLIMITED, 1).unwrap()).sequence, sequence);
         }
-        assert_eq!(generator.next(T, UNLIMITED), Ok(Step::NeedNode { release: Some(10) }));
+        assert_eq!(generator.next(T, UNLIMITED, 1), Ok(Step::NeedNode { release: Some(10) }));
         generator.adopt(11, T - 3, T);
-        assert_eq!(issued(generator.next(T, UNLIMITED).unwrap()), Parts { timestamp: T, node_id: 11, sequence: 0 });
+        assert_eq!(issued(generator.next(T, UNLIMITED, 1).unwrap()), Parts { timestamp: T, node_id: 11, sequence: 0 });
     }
 
     #[test]
@@ -292,15 +295,15 @@ mod tests {
         let mut generator = Generator::new(Window::ALL);
         let budget = 2;
         for node in [20, 21] {
-            assert!(matches!(generator.next(T, budget), Ok(Step::NeedNode { .. })));
+            assert!(matches!(generator.next(T, budget, 1), Ok(Step::NeedNode { .. })));
             generator.adopt(node, T - 1, T);
             for _ in 0..=MAX_SEQUENCE {
-                issued(generator.next(T, budget).unwrap());
+                issued(generator.next(T, budget, 1).unwrap());
             }
         }
-        assert_eq!(generator.next(T, budget), Ok(Step::WaitUntil { second: T + 1 }));
+        assert_eq!(generator.next(T, budget, 1), Ok(Step::WaitUntil { second: T + 1 }));
         assert_eq!(generator.held_node(), Some(21));
-        assert_eq!(issued(generator.next(T + 1, budget).unwrap()), Parts { timestamp: T + 1, node_id: 21, sequence: 0 });
+        assert_eq!(issued(generator.next(T + 1, budget, 1).unwrap()), Parts { timestamp: T + 1, node_id: 21, sequence: 0 });
     }
 
     #[test]
@@ -308,22 +311,40 @@ mod tests {
         let window = Window::new(T, T + 10).unwrap();
         let mut generator = Generator::new(window);
         generator.adopt(0, T - 1, T);
-        assert_eq!(generator.next(T - 1, UNLIMITED), Err(Refusal::BeforeWindow { now: T - 1, first: T }));
-        assert_eq!(generator.next(T + 11, UNLIMITED), Err(Refusal::AfterWindow { now: T + 11, last: T + 10 }));
-        assert!(generator.next(T + 10, UNLIMITED).is_ok());
+        assert_eq!(generator.next(T - 1, UNLIMITED, 1), Err(Refusal::BeforeWindow { now: T - 1, first: T }));
+        assert_eq!(generator.next(T + 11, UNLIMITED, 1), Err(Refusal::AfterWindow { now: T + 11, last: T + 10 }));
+        assert!(generator.next(T + 10, UNLIMITED, 1).is_ok());
     }
 
     #[test]
     fn nothing_is_issued_past_the_last_second_an_id_can_carry() {
         let mut generator = generator_with_node(0, MAX_SECOND - 1);
-        assert_eq!(issued(generator.next(MAX_SECOND, UNLIMITED).unwrap()).timestamp, MAX_SECOND);
+        assert_eq!(issued(generator.next(MAX_SECOND, UNLIMITED, 1).unwrap()).timestamp, MAX_SECOND);
         assert_eq!(
-            generator.next(MAX_SECOND + 1, UNLIMITED),
+            generator.next(MAX_SECOND + 1, UNLIMITED, 1),
             Err(Refusal::AfterWindow { now: MAX_SECOND + 1, last: MAX_SECOND })
         );
         assert!(Window::new(EPOCH_SECOND, MAX_SECOND + 1).is_err());
         assert!(Window::new(EPOCH_SECOND - 1, MAX_SECOND).is_err());
         assert!(Window::new(T, T - 1).is_err());
+    }
+
+    #[test]
+    fn runs_stop_at_the_end_of_a_nodes_second() {
+        let mut generator = generator_with_node(5, T - 1);
+        let mut issued = 0;
+        let last_step = loop {
+            match generator.next(T, UNLIMITED, 1000) {
+                Ok(Step::Issued { first, count, .. }) => {
+                    assert_eq!(first.sequence, issued);
+                    assert!(count <= 1000);
+                    issued += count;
+                }
+                other => break other,
+            }
+        };
+        assert_eq!(issued, MAX_SEQUENCE + 1);
+        assert_eq!(last_step, Ok(Step::NeedNode { release: Some(5) }));
     }
 
     /// A pool of nodes shared by several generators, as PostgreSQL's shared memory is.
@@ -369,13 +390,16 @@ mod tests {
                 pool.free.extend(old.held_node());
             }
             let generator = &mut generators[which];
-            match generator.next(clock, 3) {
-                Ok(Step::Issued { parts, opened_second }) => {
+            match generator.next(clock, 3, 1 + random(20) as u32) {
+                Ok(Step::Issued { first, count, opened_second }) => {
                     if opened_second {
-                        pool.used_through.insert(parts.node_id, parts.timestamp);
+                        pool.used_through.insert(first.node_id, first.timestamp);
                     }
-                    assert!(seen.insert(parts), "duplicate {parts:?}");
-                    issued_count += 1;
+                    for sequence in first.sequence..first.sequence + count {
+                        let parts = Parts { sequence, ..first };
+                        assert!(seen.insert(parts), "duplicate {parts:?}");
+                    }
+                    issued_count += u64::from(count);
                 }
                 Ok(Step::NeedNode { release }) => {
                     pool.free.extend(release);

@@ -6,6 +6,8 @@
 
 use core::fmt;
 
+use crate::words::Word;
+
 const STEPS: usize = 8;
 const ROUNDS_PER_STEP: usize = 3;
 const BRANCHES: usize = 2;
@@ -22,50 +24,38 @@ pub struct Sparx64 {
     subkeys: [Subkey; SUBKEY_COUNT],
 }
 
-/// The ARX-box: one Speck-32 round without the key addition.
+/// The ARX-box (a Speck-32 round without key addition), after adding the round keys.
 #[inline(always)]
-fn arx(left: u16, right: u16) -> (u16, u16) {
+fn arx<W: Word>(left: W, right: W, key_left: u16, key_right: u16) -> (W, W) {
+    let (left, right) = (left ^ W::splat(key_left), right ^ W::splat(key_right));
     let left = left.rotate_left(9).wrapping_add(right);
-    let right = right.rotate_left(2) ^ left;
-    (left, right)
+    (left, right.rotate_left(2) ^ left)
 }
 
+/// The inverse of [`arx`], key removal included.
 #[inline(always)]
-fn arx_inverse(left: u16, right: u16) -> (u16, u16) {
+fn arx_inverse<W: Word>(left: W, right: W, key_left: u16, key_right: u16) -> (W, W) {
     let right = (right ^ left).rotate_left(14);
     let left = left.wrapping_sub(right).rotate_left(7);
-    (left, right)
+    (left ^ W::splat(key_left), right ^ W::splat(key_right))
 }
 
 /// The linear layer: mixes the left branch into the right one, then swaps the branches.
 #[inline(always)]
-fn linear([a, b, c, d]: [u16; 4]) -> [u16; 4] {
+fn linear<W: Word>([a, b, c, d]: [W; 4]) -> [W; 4] {
     let mix = (a ^ b).rotate_left(8);
     [c ^ a ^ mix, d ^ b ^ mix, a, b]
 }
 
 #[inline(always)]
-fn linear_inverse([a, b, c, d]: [u16; 4]) -> [u16; 4] {
+fn linear_inverse<W: Word>([a, b, c, d]: [W; 4]) -> [W; 4] {
     let mix = (c ^ d).rotate_left(8);
     [c, d, a ^ c ^ mix, b ^ d ^ mix]
 }
 
-/// Three keyed ARX rounds on one 32-bit branch.
 #[inline(always)]
-fn branch_rounds(mut left: u16, mut right: u16, subkey: &Subkey) -> (u16, u16) {
-    for round in 0..ROUNDS_PER_STEP {
-        (left, right) = arx(left ^ subkey[2 * round], right ^ subkey[2 * round + 1]);
-    }
-    (left, right)
-}
-
-#[inline(always)]
-fn branch_rounds_inverse(mut left: u16, mut right: u16, subkey: &Subkey) -> (u16, u16) {
-    for round in (0..ROUNDS_PER_STEP).rev() {
-        let (l, r) = arx_inverse(left, right);
-        (left, right) = (l ^ subkey[2 * round], r ^ subkey[2 * round + 1]);
-    }
-    (left, right)
+fn whiten<W: Word>(x: [W; 4], whitening: &Subkey) -> [W; 4] {
+    [0, 1, 2, 3].map(|word| x[word] ^ W::splat(whitening[word]))
 }
 
 fn expand_key(key: &[u8; 16]) -> [Subkey; SUBKEY_COUNT] {
@@ -76,7 +66,7 @@ fn expand_key(key: &[u8; 16]) -> [Subkey; SUBKEY_COUNT] {
     let mut subkeys = [[0u16; 2 * ROUNDS_PER_STEP]; SUBKEY_COUNT];
     for (counter, subkey) in (1u16..).zip(subkeys.iter_mut()) {
         subkey.copy_from_slice(&state[..2 * ROUNDS_PER_STEP]);
-        let (left, right) = arx(state[0], state[1]);
+        let (left, right) = arx(state[0], state[1], 0, 0);
         state[0] = left;
         state[1] = right;
         state[2] = state[2].wrapping_add(left);
@@ -98,12 +88,7 @@ fn wipe(words: &mut [u16]) {
 }
 
 fn words_of(block: [u8; 8]) -> [u16; 4] {
-    [
-        u16::from_be_bytes([block[0], block[1]]),
-        u16::from_be_bytes([block[2], block[3]]),
-        u16::from_be_bytes([block[4], block[5]]),
-        u16::from_be_bytes([block[6], block[7]]),
-    ]
+    [0, 1, 2, 3].map(|word| u16::from_be_bytes([block[2 * word], block[2 * word + 1]]))
 }
 
 fn block_of(words: [u16; 4]) -> [u8; 8] {
@@ -123,29 +108,49 @@ impl Sparx64 {
     /// Encrypts one 8-byte block.
     #[inline]
     pub fn encrypt_block(&self, block: [u8; 8]) -> [u8; 8] {
-        let mut x = words_of(block);
-        for step in 0..STEPS {
-            let (a, b) = branch_rounds(x[0], x[1], &self.subkeys[BRANCHES * step]);
-            let (c, d) = branch_rounds(x[2], x[3], &self.subkeys[BRANCHES * step + 1]);
-            x = linear([a, b, c, d]);
-        }
-        let whitening = &self.subkeys[SUBKEY_COUNT - 1];
-        block_of([x[0] ^ whitening[0], x[1] ^ whitening[1], x[2] ^ whitening[2], x[3] ^ whitening[3]])
+        block_of(self.encrypt_words(words_of(block)))
     }
 
     /// Decrypts one 8-byte block: the exact inverse of [`Sparx64::encrypt_block`].
     #[inline]
     pub fn decrypt_block(&self, block: [u8; 8]) -> [u8; 8] {
-        let whitening = &self.subkeys[SUBKEY_COUNT - 1];
-        let w = words_of(block);
-        let mut x = [w[0] ^ whitening[0], w[1] ^ whitening[1], w[2] ^ whitening[2], w[3] ^ whitening[3]];
-        for step in (0..STEPS).rev() {
-            let [a, b, c, d] = linear_inverse(x);
-            let (a, b) = branch_rounds_inverse(a, b, &self.subkeys[BRANCHES * step]);
-            let (c, d) = branch_rounds_inverse(c, d, &self.subkeys[BRANCHES * step + 1]);
-            x = [a, b, c, d];
+        block_of(self.decrypt_words(words_of(block)))
+    }
+
+    /// Encrypts blocks given as their four big-endian 16-bit words: one block with `u16`,
+    /// [`LANES`](crate::LANES) blocks at once with [`Wide`](crate::words::Wide).
+    #[inline]
+    pub fn encrypt_words<W: Word>(&self, mut x: [W; 4]) -> [W; 4] {
+        for step in 0..STEPS {
+            for branch in 0..BRANCHES {
+                let subkey = &self.subkeys[BRANCHES * step + branch];
+                let (mut left, mut right) = (x[2 * branch], x[2 * branch + 1]);
+                for round in 0..ROUNDS_PER_STEP {
+                    (left, right) = arx(left, right, subkey[2 * round], subkey[2 * round + 1]);
+                }
+                (x[2 * branch], x[2 * branch + 1]) = (left, right);
+            }
+            x = linear(x);
         }
-        block_of(x)
+        whiten(x, &self.subkeys[SUBKEY_COUNT - 1])
+    }
+
+    /// The exact inverse of [`Sparx64::encrypt_words`].
+    #[inline]
+    pub fn decrypt_words<W: Word>(&self, x: [W; 4]) -> [W; 4] {
+        let mut x = whiten(x, &self.subkeys[SUBKEY_COUNT - 1]);
+        for step in (0..STEPS).rev() {
+            x = linear_inverse(x);
+            for branch in 0..BRANCHES {
+                let subkey = &self.subkeys[BRANCHES * step + branch];
+                let (mut left, mut right) = (x[2 * branch], x[2 * branch + 1]);
+                for round in (0..ROUNDS_PER_STEP).rev() {
+                    (left, right) = arx_inverse(left, right, subkey[2 * round], subkey[2 * round + 1]);
+                }
+                (x[2 * branch], x[2 * branch + 1]) = (left, right);
+            }
+        }
+        x
     }
 }
 
@@ -164,16 +169,31 @@ impl fmt::Debug for Sparx64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::words::{Wide, LANES};
 
     #[test]
     fn arx_box_and_linear_layer_invert() {
         for (left, right) in [(0u16, 0u16), (1, 0xffff), (0x1234, 0xabcd), (0xffff, 0xffff)] {
-            let (l, r) = arx(left, right);
-            assert_eq!(arx_inverse(l, r), (left, right));
+            let (l, r) = arx(left, right, 0x5a5a, 0x0f0f);
+            assert_eq!(arx_inverse(l, r, 0x5a5a, 0x0f0f), (left, right));
         }
-        let original = [0x0123, 0x4567, 0x89ab, 0xcdef];
+        let original = [0x0123u16, 0x4567, 0x89ab, 0xcdef];
         assert_ne!(linear(original), original);
         assert_eq!(linear_inverse(linear(original)), original);
+    }
+
+    #[test]
+    fn wide_words_encrypt_each_lane_as_a_single_block() {
+        let cipher = Sparx64::new(&[7; 16]);
+        let lanes: [[u16; LANES]; 4] =
+            core::array::from_fn(|word| core::array::from_fn(|lane| ((lane * 4 + word) as u16).wrapping_mul(0x1357)));
+        let encrypted = cipher.encrypt_words(lanes.map(Wide::from_array)).map(Wide::to_array);
+        for lane in 0..LANES {
+            let alone = cipher.encrypt_words(lanes.map(|word| word[lane]));
+            assert_eq!(alone, encrypted.map(|word| word[lane]));
+        }
+        let decrypted = cipher.decrypt_words(encrypted.map(Wide::from_array)).map(Wide::to_array);
+        assert_eq!(decrypted, lanes);
     }
 
     #[test]

@@ -69,3 +69,16 @@ fn parser_rejects_the_listed_non_canonical_strings() {
         assert!(codec::decode(text).is_err(), "{text:?} must be rejected");
     }
 }
+
+#[test]
+fn batches_encrypt_exactly_as_single_ids() {
+    let mut random = Random(99);
+    for _ in 0..200 {
+        let cipher = IdCipher::new(&Secret::from_bytes(random.key()));
+        let raws: [u64; randflake::LANES] = std::array::from_fn(|_| random.next());
+        let batch = cipher.encrypt_raw_batch(raws);
+        for (raw, id) in raws.into_iter().zip(batch) {
+            assert_eq!(cipher.encrypt_raw(raw), id);
+        }
+    }
+}

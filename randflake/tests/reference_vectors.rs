@@ -81,12 +81,12 @@ fn generator_reproduces_vectors_within_their_leases() {
         let second = number(case, "timestamp");
         let sequence = number(case, "sequence") as u32;
         let mut generator = Generator::new(window);
-        assert_eq!(generator.next(second, 1), Ok(Step::NeedNode { release: None }));
+        assert_eq!(generator.next(second, 1, 1), Ok(Step::NeedNode { release: None }));
         generator.adopt(number(case, "node_id") as u32, window.first() - 1, second);
         let mut last = None;
         for _ in 0..=sequence {
-            match generator.next(second, 1) {
-                Ok(Step::Issued { parts, .. }) => last = Some(parts),
+            match generator.next(second, 1, 1) {
+                Ok(Step::Issued { first, .. }) => last = Some(first),
                 other => panic!("{other:?} for {case}"),
             }
         }

@@ -148,3 +148,34 @@ def test_reload_with_a_bad_secret_keeps_the_working_one(cluster):
     assert (parts.timestamp, parts.node_id, parts.sequence) == (second, node, sequence)
     assert 'invalid randflake.secret_file "bad.key": the secret has a non-hexadecimal character at position 30' in cluster.log()
     assert_secret_not_logged(cluster, OTHER_SECRET)
+
+
+def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
+    """A backend encrypts IDs in runs and serves them during the second; after a reload with a
+    new secret, the very next ID, in the same second and session, is under the new secret."""
+    import time
+
+    from randflake.v2 import Config, Generator, Lease
+
+    secrets = [OTHER_SECRET, "0123456789abcdef0123456789abcdef"]
+    cluster = make_cluster("randflake.secret_file = ''", f"randflake.secret = '{secrets[0]}'")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        for attempt in range(10):
+            old, new = secrets[attempt % 2], secrets[(attempt + 1) % 2]
+            before = conn.execute("SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint").fetchone()
+            cluster.configure(f"randflake.secret = '{new}'")
+            conn.execute("SELECT pg_reload_conf()")
+            while conn.execute("SHOW randflake.secret").fetchone()[0] != new:
+                time.sleep(0.001)
+            after_id, after_second = conn.execute(
+                "SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint"
+            ).fetchone()
+            parts = Generator(Config(lease=Lease(0, 1730000000, 2803741824), secret=bytes.fromhex(new))).inspect(after_id)
+            assert abs(parts.timestamp - after_second) <= 1, f"ID not made under the new secret: {parts}"
+            if before[1] == after_second:
+                break  # the case that matters: same second, same session
+        else:
+            pytest.fail("never managed two IDs in the same second around a reload")
+    assert_secret_not_logged(cluster, *secrets)
