@@ -10,6 +10,7 @@ mod errors;
 mod functions;
 mod generation;
 mod gucs;
+mod log_redaction;
 mod node_table;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
@@ -30,6 +31,7 @@ pub extern "C-unwind" fn _PG_init() {
         errors::Error::NotPreloaded.raise();
     }
     gucs::define();
+    log_redaction::install();
     node_table::reserve();
 }
 

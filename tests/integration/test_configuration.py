@@ -179,3 +179,23 @@ def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
         else:
             pytest.fail("never managed two IDs in the same second around a reload")
     assert_secret_not_logged(cluster, *secrets)
+
+
+def test_statements_about_the_secret_stay_out_of_the_log(cluster):
+    """log_statement copies statements into the log, and an error logs its statement: neither
+    may carry a secret, whatever the spelling of the setting's name."""
+    cluster.configure("log_statement = 'all'", "log_min_duration_statement = 0")
+    cluster.reload()
+    attempts = [
+        f"ALTER SYSTEM SET randflake.secret = '{OTHER_SECRET[:-1]}z'",  # rejected by the check
+        f"ALTER SYSTEM SET RANDFLAKE.SECRET = '{OTHER_SECRET[:-2]}'",  # rejected: too short
+        f"ALTER SYSTEM SET randflake.secret = {OTHER_SECRET}",  # a syntax error quoting the key
+        f"SELECT set_config('randflake.secret', '{OTHER_SECRET}', false)",  # cannot be changed now
+    ]
+    with cluster.connect() as conn:
+        for statement in attempts:
+            with pytest.raises(Exception):
+                conn.execute(statement)
+    log = cluster.log()
+    assert "statement hidden by randflake_pg" in log
+    assert_secret_not_logged(cluster, OTHER_SECRET, OTHER_SECRET[:-1], OTHER_SECRET[:-2])
