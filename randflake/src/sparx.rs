@@ -1,8 +1,9 @@
 //! SPARX-64/128: the 64-bit block cipher under a 128-bit key (Dinu et al., ASIACRYPT 2016).
 //!
-//! Randflake needs a permutation of 64-bit values, not a general-purpose cipher mode, so only the
-//! single-block operations are exposed. Bytes are read as four big-endian 16-bit words, which is
-//! the convention of the cipher's reference code and of every Randflake port.
+//! Randflake needs a permutation of 64-bit values, not a general-purpose cipher mode, so only
+//! block operations are exposed: on one block, or on sixteen independent blocks side by side
+//! (see [`crate::words`]). Bytes are read as four big-endian 16-bit words, which is the
+//! convention of the cipher's reference code and of every Randflake port.
 
 use core::fmt;
 
@@ -15,7 +16,7 @@ const SUBKEY_COUNT: usize = BRANCHES * STEPS + 1;
 
 type Subkey = [u16; 2 * ROUNDS_PER_STEP];
 
-/// An expanded SPARX-64/128 key, ready to encrypt or decrypt single 8-byte blocks.
+/// An expanded SPARX-64/128 key, ready to encrypt or decrypt 8-byte blocks.
 ///
 /// The key schedule runs once in [`Sparx64::new`]; encryption then costs 24 ARX rounds.
 /// The round keys are wiped when the value is dropped and never printed by `Debug`.
