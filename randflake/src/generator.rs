@@ -144,10 +144,6 @@ impl Generator {
         }
     }
 
-    pub fn window(&self) -> Window {
-        self.window
-    }
-
     /// The node currently held, which the caller must return to its pool when it stops.
     pub fn held_node(&self) -> Option<u32> {
         self.held.map(|held| held.node_id)

@@ -41,18 +41,6 @@ pub struct IdCipher {
     cipher: sparx::Sparx64,
 }
 
-/// A raw value as cipher words: written little-endian, read as four big-endian 16-bit words.
-#[inline(always)]
-fn to_words(raw: u64) -> [u16; 4] {
-    [0, 1, 2, 3].map(|word| ((raw >> (16 * word)) as u16).swap_bytes())
-}
-
-/// The inverse of [`to_words`].
-#[inline(always)]
-fn from_words(words: [u16; 4]) -> u64 {
-    (0..4).fold(0, |value, word| value | u64::from(words[word].swap_bytes()) << (16 * word))
-}
-
 impl IdCipher {
     pub fn new(secret: &Secret) -> Self {
         Self { cipher: sparx::Sparx64::new(secret.as_bytes()) }
@@ -61,22 +49,22 @@ impl IdCipher {
     /// Encrypts an unencrypted 64-bit layout value into the signed ID.
     #[inline]
     pub fn encrypt_raw(&self, raw: u64) -> i64 {
-        from_words(self.cipher.encrypt_words(to_words(raw))) as i64
+        i64::from_le_bytes(self.cipher.encrypt_block(raw.to_le_bytes()))
     }
 
     /// Encrypts [`LANES`] values at once, for a fraction of the time per ID of one at a time.
     #[inline]
     pub fn encrypt_raw_batch(&self, raws: [u64; LANES]) -> [i64; LANES] {
-        let words: [[u16; 4]; LANES] = raws.map(to_words);
+        let words = raws.map(|raw| sparx::words_of(raw.to_le_bytes()));
         let wide = [0, 1, 2, 3].map(|word| Wide::from_array(words.map(|lanes| lanes[word])));
         let encrypted = self.cipher.encrypt_words(wide).map(Wide::to_array);
-        core::array::from_fn(|lane| from_words(encrypted.map(|word| word[lane])) as i64)
+        core::array::from_fn(|lane| i64::from_le_bytes(sparx::block_of(encrypted.map(|word| word[lane]))))
     }
 
     /// Recovers the unencrypted layout value of an ID.
     #[inline]
     pub fn decrypt_raw(&self, id: i64) -> u64 {
-        from_words(self.cipher.decrypt_words(to_words(id as u64)))
+        u64::from_le_bytes(self.cipher.decrypt_block(id.to_le_bytes()))
     }
 
     #[inline]

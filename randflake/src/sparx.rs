@@ -88,11 +88,14 @@ fn wipe(words: &mut [u16]) {
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
 }
 
-fn words_of(block: [u8; 8]) -> [u16; 4] {
+/// A block as the cipher reads it: four big-endian 16-bit words.
+#[inline(always)]
+pub(crate) fn words_of(block: [u8; 8]) -> [u16; 4] {
     [0, 1, 2, 3].map(|word| u16::from_be_bytes([block[2 * word], block[2 * word + 1]]))
 }
 
-fn block_of(words: [u16; 4]) -> [u8; 8] {
+#[inline(always)]
+pub(crate) fn block_of(words: [u16; 4]) -> [u8; 8] {
     let mut block = [0u8; 8];
     for (pair, word) in block.chunks_exact_mut(2).zip(words) {
         pair.copy_from_slice(&word.to_be_bytes());
