@@ -60,6 +60,7 @@ server-tests:
 	@tests/scratch-cluster.sh destroy $(SCRATCH)
 	@tests/scratch-cluster.sh init $(SCRATCH) $(TEST_PORT)
 	@tests/scratch-cluster.sh start $(SCRATCH)
+	@psql -h $(SCRATCH) -p $(TEST_PORT) -U postgres -d postgres -qc 'CREATE EXTENSION randflake_pg'
 	@PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
 	@tests/scratch-cluster.sh destroy $(SCRATCH)
 	$(VENV)/bin/pytest tests/integration

@@ -7,6 +7,10 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use randflake::{ParseIdError, Refusal, MAX_SECOND};
+
+use crate::gucs;
+use crate::lease_state::KeeperState;
+use std::borrow::Cow;
 use std::ffi::CString;
 
 /// Conditions that stop a randflake_pg function. Each ends the statement with an ERROR.
@@ -22,8 +26,20 @@ pub enum Error {
     NoSecret,
     /// Both secret settings are set; neither wins, so that a stale one cannot silently apply.
     TwoSecrets,
+    /// `randflake.node_source` is `fleet` but no fleet lease table is configured.
+    FleetWithoutLeaseTable,
     /// The clock reads earlier than a second this server already used.
     ClockBehind { now: u64, used: u64 },
+    /// The clock reads before the start of this server's lease.
+    ClockBeforeLease { now: u64, start: u64 },
+    /// The clock reads past the last second this server's lease allows: it was not renewed.
+    LeaseLapsed { now: u64, through: u64 },
+    /// The lease keeper has not published a lease.
+    NoLease { keeper: KeeperState },
+    /// Hot standbys cannot write leases.
+    OnStandby,
+    /// `randflake.node_source` is `off`.
+    GenerationOff,
     /// The clock is past the last second an ID can carry (2058-11-05).
     ClockPastLastSecond { now: u64 },
     /// Every node of the configured range is held by another running process.
@@ -36,10 +52,17 @@ impl Error {
     fn sqlstate(&self) -> PgSqlErrorCode {
         use PgSqlErrorCode::*;
         match self {
-            Self::NotPreloaded | Self::NoSecret | Self::ClockBehind { .. } => {
-                ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+            Self::NotPreloaded
+            | Self::NoSecret
+            | Self::ClockBehind { .. }
+            | Self::ClockBeforeLease { .. }
+            | Self::LeaseLapsed { .. }
+            | Self::NoLease { .. }
+            | Self::GenerationOff => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Self::OnStandby => ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            Self::TwoSecrets | Self::InvalidSettingsAtStartup | Self::FleetWithoutLeaseTable => {
+                ERRCODE_CONFIG_FILE_ERROR
             }
-            Self::TwoSecrets | Self::InvalidSettingsAtStartup => ERRCODE_CONFIG_FILE_ERROR,
             Self::ClockPastLastSecond { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
             Self::NoFreeNode { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             Self::InvalidIdString { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
@@ -58,6 +81,24 @@ impl Error {
             Self::TwoSecrets => {
                 "both randflake.secret and randflake.secret_file are set".into()
             }
+            Self::FleetWithoutLeaseTable => {
+                "randflake.node_source is fleet but randflake.fleet_lease_table is not set".into()
+            }
+            Self::ClockBeforeLease { now, start } => format!(
+                "the system clock reads {now}, {} s before second {start}, where this server's node lease starts",
+                start - now
+            ),
+            Self::LeaseLapsed { now, through } => format!(
+                "this server's node lease covers IDs only through second {through}, {} s before the clock's reading {now}",
+                now - through
+            ),
+            Self::NoLease { keeper } => {
+                format!("randflake_pg holds no node lease yet: the lease keeper is {}", keeper.describe())
+            }
+            Self::OnStandby => "randflake_pg issues no IDs on a standby server".into(),
+            Self::GenerationOff => {
+                "randflake_pg issues no IDs on this server: randflake.node_source is off".into()
+            }
             Self::ClockBehind { now, used } => format!(
                 "the system clock is {} s behind second {used}, which this server has already used for IDs",
                 used - now
@@ -75,34 +116,59 @@ impl Error {
         }
     }
 
-    fn hint(&self) -> &'static str {
+    fn hint(&self) -> Cow<'static, str> {
         match self {
+            Self::FleetWithoutLeaseTable => {
+                "Set randflake.fleet_lease_table to the table holding the fleet's leases (normally a postgres_fdw foreign table reaching the coordination server), or set randflake.node_source to range.".into()
+            }
+            Self::ClockBeforeLease { start, .. } => format!(
+                "Either the clock was stepped back (or the server restarted with its clock behind seconds it had used), or the only free node block is leased to another server until then. Generation resumes by itself at second {start}; randflake_status() shows the lease."
+            )
+            .into(),
+            Self::LeaseLapsed { .. } => {
+                "The lease keeper has not renewed the lease in time; the server log and randflake_status() say why. Generation resumes by itself once it does.".into()
+            }
+            Self::NoLease { keeper: KeeperState::WaitingForLeaseTable } => format!(
+                "Run CREATE EXTENSION randflake_pg in database \"{}\" (set by randflake.database); in fleet mode, create randflake.fleet_lease_table there.",
+                gucs::database()
+            )
+            .into(),
+            Self::NoLease { .. } => {
+                "The server log says why the lease keeper has no lease; randflake_status() shows its state.".into()
+            }
+            Self::OnStandby => {
+                "A standby cannot write leases. Generate IDs on the primary; once promoted, this server leases its nodes and issues IDs by itself.".into()
+            }
+            Self::GenerationOff => {
+                "Set randflake.node_source to range or fleet in postgresql.conf and restart the server.".into()
+            }
             Self::NotPreloaded => {
-                "Add randflake_pg to shared_preload_libraries in postgresql.conf and restart the server."
+                "Add randflake_pg to shared_preload_libraries in postgresql.conf and restart the server.".into()
             }
             Self::InvalidSettingsAtStartup => {
-                "The WARNING just before this message names the setting and the problem. The server does not start with a setting it cannot honour."
+                "The WARNING just before this message names the setting and the problem. The server does not start with a setting it cannot honour.".into()
             }
             Self::NoSecret => {
-                "Put 32 hexadecimal digits in a file readable only by the server's user, set randflake.secret_file to its path in postgresql.conf, and reload."
+                "Put 32 hexadecimal digits in a file readable only by the server's user, set randflake.secret_file to its path in postgresql.conf, and reload.".into()
             }
             Self::TwoSecrets => {
-                "Remove one of the two settings from postgresql.conf (keep randflake.secret_file), then reload."
+                "Remove one of the two settings from postgresql.conf (keep randflake.secret_file), then reload.".into()
             }
             Self::ClockBehind { .. } => {
-                "The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine."
+                "The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine.".into()
             }
             Self::ClockPastLastSecond { .. } => {
-                "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 23:23:43 UTC."
+                "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 23:23:43 UTC.".into()
             }
             Self::NoFreeNode { .. } => {
-                "Widen randflake.node_id_min..randflake.node_id_max for this server (restart needed), or use fewer concurrent connections."
+                "Widen randflake.node_id_min..randflake.node_id_max for this server (restart needed), or use fewer concurrent connections.".into()
             }
             Self::InvalidIdString { .. } => {
-                "A Randflake ID string is 1 to 13 lower-case base32hex digits (0-9, a-v), without padding or leading zeros."
+                "A Randflake ID string is 1 to 13 lower-case base32hex digits (0-9, a-v), without padding or leading zeros.".into()
             }
         }
     }
+
 
     /// Ends the current statement with this error.
     #[track_caller]
@@ -118,8 +184,9 @@ impl From<Refusal> for Error {
     fn from(refusal: Refusal) -> Self {
         match refusal {
             Refusal::ClockBehind { now, used } => Self::ClockBehind { now, used },
-            Refusal::BeforeWindow { now, first } => Self::ClockBehind { now, used: first - 1 },
-            Refusal::AfterWindow { now, .. } => Self::ClockPastLastSecond { now },
+            Refusal::BeforeWindow { now, first } => Self::ClockBeforeLease { now, start: first },
+            Refusal::AfterWindow { now, .. } if now > MAX_SECOND => Self::ClockPastLastSecond { now },
+            Refusal::AfterWindow { now, last } => Self::LeaseLapsed { now, through: last },
         }
     }
 }

@@ -4,19 +4,25 @@ use std::time::Duration;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use randflake::{Generator, IdCipher, Refusal, Step, Window, EPOCH_SECOND, LANES, MAX_SECOND};
+use randflake::{Generator, IdCipher, Lease, Refusal, Step, Window, EPOCH_SECOND, LANES, MAX_SECOND};
 
 use crate::backend_local::BackendLocal;
 use crate::errors::Error;
+use crate::gucs::{self, NodeSource};
+use crate::lease_keeper::HIGH_WATER_LEAD;
+use crate::lease_state::{self, Counter, Published};
 use crate::node_table::{self, NoNode};
-use crate::{clock, gucs, secret};
+use crate::{clock, secret};
 
 /// Created on the first call in a process, so that sessions that never generate IDs take no
 /// node and register no exit callback.
 static BACKEND: BackendLocal<Option<BackendGenerator>> = BackendLocal::new(None);
 
 struct BackendGenerator {
-    generator: Generator,
+    /// The generator for the published lease of this number, once this backend has used it.
+    current: Option<(u64, Generator)>,
+    /// `lease_state::version()` when `current` was last checked against the published lease.
+    lease_version: u64,
     ready: ReadyIds,
 }
 
@@ -67,20 +73,22 @@ pub fn next_id() -> i64 {
 
 impl BackendGenerator {
     fn start() -> Result<Self, Error> {
-        // The start-up second may already have IDs from before a crash or a quick restart.
-        let startup_second = node_table::startup_second();
-        let window = Window::new((startup_second + 1).max(EPOCH_SECOND), MAX_SECOND)
-            .map_err(|_| Error::ClockPastLastSecond { now: startup_second })?;
+        match gucs::node_source() {
+            NodeSource::Off => return Err(Error::GenerationOff),
+            // SAFETY: a plain read of shared state, from the backend's thread.
+            _ if unsafe { pg_sys::RecoveryInProgress() } => return Err(Error::OnStandby),
+            _ => {}
+        }
         // SAFETY: registering an exit callback from the backend's thread, once per process.
         unsafe { pg_sys::on_shmem_exit(Some(release_nodes_at_exit), pg_sys::Datum::from(0)) };
-        Ok(Self { generator: Generator::new(window), ready: ReadyIds::NONE })
+        Ok(Self { current: None, lease_version: u64::MAX, ready: ReadyIds::NONE })
     }
 
     /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest.
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64) -> Result<i64, Error> {
-        let generator = &mut self.generator;
         loop {
             let now = clock::unix_time().as_secs();
+            let (generator, lease) = self.follow_lease()?;
             match generator.next(now, gucs::max_nodes_per_backend(), LANES as u32) {
                 Ok(Step::Issued { first, count, opened_second }) => {
                     if opened_second {
@@ -103,22 +111,84 @@ impl BackendGenerator {
                 Ok(Step::NeedNode { release }) => {
                     if let Some(node) = release {
                         node_table::release(node);
+                        lease_state::count(Counter::NodeSwitch);
                     }
-                    let (first, last) = gucs::node_range();
-                    match node_table::acquire(first, last, now) {
+                    match node_table::acquire(lease.first_node, lease.last_node, now) {
                         Ok((node, used_through)) => generator.adopt(node, used_through, now),
                         Err(NoNode::AllUsedThisSecond) => wait_for_second(now + 1),
-                        Err(NoNode::AllHeld) => return Err(Error::NoFreeNode { first, last }),
+                        Err(NoNode::AllHeld) => {
+                            return Err(Error::NoFreeNode { first: lease.first_node, last: lease.last_node })
+                        }
                     }
                 }
                 Ok(Step::WaitUntil { second }) => wait_for_second(second),
-                // Only the server's own start-up second is worth waiting out; any earlier
-                // reading means the clock was stepped back.
-                Err(Refusal::BeforeWindow { now, first }) if now + 1 == first => wait_for_second(first),
-                Err(refusal) => return Err(refusal.into()),
+                // After a restart the new lease starts just past the recorded high-water mark,
+                // at most HIGH_WATER_LEAD seconds ahead: that is waited out, like a high-water
+                // mark the keeper is about to advance. A clock further behind is refused.
+                Err(Refusal::BeforeWindow { now, first }) if first - now <= HIGH_WATER_LEAD => {
+                    wait_for_second(first)
+                }
+                Err(Refusal::AfterWindow { now, last }) if now == last + 1 && now <= MAX_SECOND => {
+                    wait_for_lease(Duration::from_secs(1));
+                }
+                Err(refusal) => {
+                    lease_state::count(match refusal {
+                        Refusal::AfterWindow { .. } => Counter::LeaseRefusal,
+                        _ => Counter::ClockRefusal,
+                    });
+                    return Err(refusal.into());
+                }
             }
         }
     }
+
+    /// The generator for the lease the keeper publishes now, and that lease. A new lease means
+    /// a new generator, after giving the old lease's node back; a renewal moves the last second.
+    fn follow_lease(&mut self) -> Result<(&mut Generator, Lease), Error> {
+        let published = loop {
+            let (version, published) = lease_state::read();
+            match published {
+                Some(published) => break (version, published),
+                None if wait_for_lease(FIRST_LEASE_WAIT) => continue,
+                None => {
+                    lease_state::count(Counter::LeaseRefusal);
+                    return Err(Error::NoLease { keeper: lease_state::keeper().0 });
+                }
+            }
+        };
+        let (version, Published { number, lease }) = published;
+        let last = lease.issuable_through().min(MAX_SECOND);
+        if !matches!(self.current, Some((current, _)) if current == number) {
+            if let Some(node) = self.current.take().and_then(|(_, mut old)| old.release()) {
+                node_table::release(node);
+            }
+            let window = Window::new(lease.start.max(EPOCH_SECOND), last.max(lease.start))
+                .map_err(|_| Error::ClockPastLastSecond { now: lease.start })?;
+            self.current = Some((number, Generator::new(window)));
+        } else if version != self.lease_version {
+            let (_, generator) = self.current.as_mut().expect("checked above");
+            generator.set_last_second(last).map_err(|_| Error::ClockPastLastSecond { now: last })?;
+        }
+        self.lease_version = version;
+        let (_, generator) = self.current.as_mut().expect("set above");
+        Ok((generator, lease))
+    }
+}
+
+/// How long a call waits for the keeper's first lease after the server starts.
+const FIRST_LEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits up to `limit` for the keeper to publish a new version of the lease; true if it did.
+fn wait_for_lease(limit: Duration) -> bool {
+    let seen = lease_state::version();
+    let deadline = clock::unix_time() + limit;
+    while lease_state::version() == seen {
+        if clock::unix_time() >= deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(20));
+    }
+    true
 }
 
 #[pg_guard]
@@ -129,8 +199,12 @@ unsafe extern "C-unwind" fn release_nodes_at_exit(_code: i32, _arg: pg_sys::Datu
 /// Sleeps until the clock should read `second`, or until interrupted. The caller reads the
 /// clock again afterwards, so a clock stepped back meanwhile is refused rather than waited out.
 fn wait_for_second(second: u64) {
-    let remaining = Duration::from_secs(second).saturating_sub(clock::unix_time());
-    let timeout_ms = remaining.as_millis().clamp(1, 1000) as std::ffi::c_long;
+    sleep(Duration::from_secs(second).saturating_sub(clock::unix_time()));
+}
+
+/// Sleeps on this process's latch for about `duration` (1 ms to 1 s), then serves interrupts.
+fn sleep(duration: Duration) {
+    let timeout_ms = duration.as_millis().clamp(1, 1000) as std::ffi::c_long;
     // SAFETY: waiting on this process's own latch from its main thread.
     unsafe {
         pg_sys::WaitLatch(

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use randflake::{Secret, MAX_NODE};
@@ -20,6 +20,25 @@ static SECRET_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static NODE_ID_MIN: GucSetting<i32> = GucSetting::<i32>::new(0);
 static NODE_ID_MAX: GucSetting<i32> = GucSetting::<i32>::new(MAX_NODE as i32);
 static MAX_NODES_PER_BACKEND: GucSetting<i32> = GucSetting::<i32>::new(128);
+static NODE_SOURCE: GucSetting<NodeSource> = GucSetting::<NodeSource>::new(NodeSource::Range);
+static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(600);
+static FLEET_LEASE_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static FLEET_BLOCK_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
+
+/// Where this server's node ids come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
+pub enum NodeSource {
+    /// The DBA's `node_id_min..node_id_max`, leased in this server's own lease table.
+    #[name = c"range"]
+    Range,
+    /// One block of `fleet_block_size` nodes, leased from the fleet's shared lease table.
+    #[name = c"fleet"]
+    Fleet,
+    /// No IDs and no leases: for a server that only stores a fleet's lease table.
+    #[name = c"off"]
+    Off,
+}
 
 /// Set when a check hook rejects a value while the library is being preloaded. PostgreSQL
 /// reports such a rejection only as a WARNING and keeps the default, and a default node range
@@ -80,6 +99,59 @@ pub fn define() {
             None,
         );
     }
+    GucRegistry::define_enum_guc(
+        c"randflake.node_source",
+        c"Where this server's Randflake node ids come from: range, fleet or off.",
+        c"range: lease randflake.node_id_min..randflake.node_id_max in this server's own randflake.node_leases (one server, or a fleet with hand-assigned disjoint ranges). fleet: lease one free block of randflake.fleet_block_size nodes from randflake.fleet_lease_table, shared by the whole fleet. off: issue no IDs and lease nothing, for a server that only stores a fleet's lease table.",
+        &NODE_SOURCE,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    // SAFETY: as above.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"randflake.database",
+            c"Database in which the randflake_pg lease keeper runs; CREATE EXTENSION randflake_pg there.",
+            c"The lease keeper background worker connects to this database and writes the leases in its randflake.node_leases (or, in fleet mode, in randflake.fleet_lease_table). Other databases may use the extension too; they share this server's lease.",
+            &DATABASE,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_database),
+            None,
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            c"randflake.fleet_lease_table",
+            c"In fleet mode, the schema-qualified table holding the fleet's leases, normally a postgres_fdw foreign table.",
+            c"It must have the columns of randflake.node_leases and reach the one lease table of the fleet's coordination server, which enforces that no two leases overlap. On the coordination server itself, use randflake.node_leases.",
+            &FLEET_LEASE_TABLE,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_fleet_lease_table),
+            None,
+            None,
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"randflake.fleet_block_size",
+        c"In fleet mode, how many nodes one server leases.",
+        c"Blocks are cut from randflake.node_id_min..randflake.node_id_max, which must be the same on every server of the fleet, as must this size. A block must hold more nodes than the server has connections plus parallel workers.",
+        &FLEET_BLOCK_SIZE,
+        1,
+        MAX_NODE as i32 + 1,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"randflake.lease_seconds",
+        c"Length of a node lease, in seconds.",
+        c"The lease keeper renews the lease once a third of it has passed, so a fleet member keeps issuing IDs through an outage of its coordination server of up to two thirds of this. A stopped server's block can be taken by another server only after its lease ends.",
+        &LEASE_SECONDS,
+        5,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_int_guc(
         c"randflake.max_nodes_per_backend",
         c"Most nodes one backend may take within a single second.",
@@ -93,6 +165,32 @@ pub fn define() {
     if REJECTED_WHILE_LOADING.load(Ordering::Relaxed) {
         crate::errors::Error::InvalidSettingsAtStartup.raise();
     }
+    if node_source() == NodeSource::Fleet && fleet_lease_table().is_none() {
+        crate::errors::Error::FleetWithoutLeaseTable.raise();
+    }
+}
+
+pub fn node_source() -> NodeSource {
+    NODE_SOURCE.get()
+}
+
+pub fn database() -> String {
+    DATABASE.get().map_or_else(|| "postgres".to_owned(), |name| name.to_string_lossy().into_owned())
+}
+
+pub fn lease_seconds() -> u64 {
+    LEASE_SECONDS.get() as u64
+}
+
+/// The fleet lease table as `(schema, table)`; the check hook accepts nothing else.
+pub fn fleet_lease_table() -> Option<(String, String)> {
+    let name = FLEET_LEASE_TABLE.get()?;
+    let (schema, table) = name.to_str().ok()?.split_once('.')?;
+    Some((schema.to_owned(), table.to_owned()))
+}
+
+pub fn fleet_block_size() -> u32 {
+    FLEET_BLOCK_SIZE.get() as u32
 }
 
 /// The configured node range, `first..=last`; the check hooks keep `first <= last`.
@@ -217,4 +315,38 @@ unsafe extern "C-unwind" fn check_node_id_max(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     node_range_is_valid(NODE_ID_MIN.get(), unsafe { *newval })
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_database(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    unsafe { proposed(newval) }.is_some()
+        || reject("randflake.database must name a database", "Set it to the database where CREATE EXTENSION randflake_pg was run.")
+}
+
+/// A plain identifier: what the keeper can quote without guessing at case or escapes.
+fn is_simple_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|first| first.is_ascii_lowercase() || first == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn check_fleet_lease_table(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let Some(value) = (unsafe { proposed(newval) }) else { return true };
+    let name = value.to_str().unwrap_or_default();
+    match name.split_once('.') {
+        Some((schema, table)) if is_simple_identifier(schema) && is_simple_identifier(table) => true,
+        _ => reject(
+            &format!("randflake.fleet_lease_table \"{}\" is not a schema-qualified table name", name.escape_default()),
+            "Use schema.table in lower case, for example randflake_fleet.node_leases.",
+        ),
+    }
 }

@@ -1,8 +1,8 @@
 //! randflake_pg: Randflake IDs generated inside PostgreSQL.
 //!
-//! The format and the generator state machine live in the pure `randflake` crate; this crate is
-//! the PostgreSQL side: settings, the shared node table, per-backend generation and the SQL
-//! functions.
+//! The format, the generator state machine and lease arithmetic live in the pure `randflake`
+//! crate; this crate is the PostgreSQL side: settings, shared memory (node table, published
+//! lease), the lease keeper background worker, per-backend generation and the SQL functions.
 
 mod backend_local;
 mod clock;
@@ -10,16 +10,21 @@ mod errors;
 mod functions;
 mod generation;
 mod gucs;
+mod lease_keeper;
+mod lease_state;
 mod log_redaction;
 mod node_table;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod secret;
+mod shared_memory;
+mod status;
 
 use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
+pgrx::extension_sql_file!("../sql/leases.sql", name = "leases");
 pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", finalize);
 
 #[pg_guard]
@@ -32,7 +37,8 @@ pub extern "C-unwind" fn _PG_init() {
     }
     gucs::define();
     log_redaction::install();
-    node_table::reserve();
+    shared_memory::reserve();
+    lease_keeper::register();
 }
 
 /// Required by `cargo pgrx test`: the test server must preload the library like a real one.
@@ -46,6 +52,8 @@ pub mod pg_test {
             "shared_preload_libraries = 'randflake_pg'",
             // The first published vector's secret, so that its ID decodes in the tests.
             "randflake.secret = 'dffd6021bb2bd5b0af676290809ec3a5'",
+            // The lease keeper works where `cargo pgrx test` creates the extension.
+            "randflake.database = 'pgrx_tests'",
         ]
     }
 }

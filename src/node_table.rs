@@ -10,10 +10,9 @@ use std::ptr::{addr_of_mut, null_mut};
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use randflake::MAX_NODE;
 
-use crate::clock;
+use crate::shared_memory;
 
 const NODE_COUNT: usize = MAX_NODE as usize + 1;
 const NO_HOLDER: i32 = 0;
@@ -29,19 +28,12 @@ struct NodeSlot {
 
 #[repr(C)]
 struct NodeTable {
-    /// The second in which this shared memory was initialised. It counts as used by every node:
-    /// after a crash or a quick restart, processes that no longer exist may have issued IDs in
-    /// it, and nothing recorded which.
-    startup_second: u64,
     /// Where the next search for a free node begins, so that concurrent searches spread out.
     search_start: AtomicU32,
     slots: [NodeSlot; NODE_COUNT],
 }
 
 static TABLE: AtomicPtr<NodeTable> = AtomicPtr::new(null_mut());
-static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
-static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 
 /// Why no node could be taken.
 pub enum NoNode {
@@ -51,66 +43,25 @@ pub enum NoNode {
     AllUsedThisSecond,
 }
 
-/// Asks PostgreSQL for the table's shared memory. Called from `_PG_init` while preloading.
-pub fn reserve() {
-    // SAFETY: hook chaining in _PG_init, on the postmaster's only thread.
-    unsafe {
-        PREVIOUS_STARTUP_HOOK = pg_sys::shmem_startup_hook;
-        pg_sys::shmem_startup_hook = Some(attach);
-        #[cfg(any(feature = "pg13", feature = "pg14"))]
-        pg_sys::RequestAddinShmemSpace(size_of::<NodeTable>());
-        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-        {
-            PREVIOUS_REQUEST_HOOK = pg_sys::shmem_request_hook;
-            pg_sys::shmem_request_hook = Some(request);
-        }
-    }
-}
+pub const SHARED_SIZE: usize = size_of::<NodeTable>();
 
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
-#[pg_guard]
-unsafe extern "C-unwind" fn request() {
-    unsafe {
-        if let Some(previous) = PREVIOUS_REQUEST_HOOK {
-            previous();
-        }
-        pg_sys::RequestAddinShmemSpace(size_of::<NodeTable>());
-    }
-}
-
-/// Finds or creates the table. The postmaster runs this at start-up and again after a crash,
-/// when shared memory is rebuilt from scratch.
-#[pg_guard]
-unsafe extern "C-unwind" fn attach() {
-    unsafe {
-        if let Some(previous) = PREVIOUS_STARTUP_HOOK {
-            previous();
-        }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let table = pg_sys::ShmemInitStruct(
-            c"randflake_pg node table".as_ptr(),
-            size_of::<NodeTable>(),
-            &mut found,
-        )
-        .cast::<NodeTable>();
-        if !found {
-            let startup_second = clock::unix_time().as_secs();
-            addr_of_mut!((*table).startup_second).write(startup_second);
+/// Finds the table in shared memory, creating it when the postmaster (re)initialises shared
+/// memory. Nothing is carried over from before a crash: the lease keeper's new lease starts
+/// after every second that may have been used.
+///
+/// # Safety
+/// Called from the shared memory start-up hook, with `AddinShmemInitLock` held.
+pub unsafe fn attach() {
+    let table = unsafe {
+        shared_memory::find_or_create(c"randflake_pg node table", |table: *mut NodeTable| {
             addr_of_mut!((*table).search_start).write(AtomicU32::new(0));
             let slots = addr_of_mut!((*table).slots).cast::<NodeSlot>();
-            let stamp = u32::try_from(startup_second).unwrap_or(u32::MAX);
             for index in 0..NODE_COUNT {
-                slots.add(index).write(NodeSlot {
-                    holder: AtomicI32::new(NO_HOLDER),
-                    used_through: AtomicU32::new(stamp),
-                });
+                slots.add(index).write(NodeSlot { holder: AtomicI32::new(NO_HOLDER), used_through: AtomicU32::new(0) });
             }
-        }
-        TABLE.store(table, Ordering::Release);
-        pg_sys::LWLockRelease(init_lock);
-    }
+        })
+    };
+    TABLE.store(table, Ordering::Release);
 }
 
 fn table() -> &'static NodeTable {
@@ -119,8 +70,10 @@ fn table() -> &'static NodeTable {
     unsafe { table.as_ref() }.expect("randflake_pg node table is attached when preloaded")
 }
 
-pub fn startup_second() -> u64 {
-    table().startup_second
+/// How many nodes of `first..=last` running processes hold.
+pub fn held_count(first: u32, last: u32) -> u32 {
+    let slots = &table().slots[first as usize..=last as usize];
+    slots.iter().filter(|slot| slot.holder.load(Ordering::Relaxed) != NO_HOLDER).count() as u32
 }
 
 /// Takes a free node of `first..=last` whose last used second is before `now`, for this

@@ -144,6 +144,16 @@ impl Generator {
         }
     }
 
+    /// Moves the window's last second to `last`, as when a lease is renewed. The first second
+    /// never moves: a generator for a later window is a new generator.
+    ///
+    /// # Errors
+    /// If `last` is before the window's first second or past [`MAX_SECOND`].
+    pub fn set_last_second(&mut self, last: u64) -> Result<(), InvalidWindow> {
+        self.window = Window::new(self.window.first, last)?;
+        Ok(())
+    }
+
     /// The node currently held, which the caller must return to its pool when it stops.
     pub fn held_node(&self) -> Option<u32> {
         self.held.map(|held| held.node_id)
@@ -310,6 +320,19 @@ mod tests {
         assert_eq!(generator.next(T - 1, UNLIMITED, 1), Err(Refusal::BeforeWindow { now: T - 1, first: T }));
         assert_eq!(generator.next(T + 11, UNLIMITED, 1), Err(Refusal::AfterWindow { now: T + 11, last: T + 10 }));
         assert!(generator.next(T + 10, UNLIMITED, 1).is_ok());
+    }
+
+    #[test]
+    fn a_renewed_window_issues_again_and_keeps_the_node() {
+        let mut generator = Generator::new(Window::new(T, T + 1).unwrap());
+        generator.adopt(7, T - 1, T);
+        assert!(generator.next(T + 1, UNLIMITED, 1).is_ok());
+        assert!(matches!(generator.next(T + 2, UNLIMITED, 1), Err(Refusal::AfterWindow { .. })));
+        generator.set_last_second(T + 5).unwrap();
+        let parts = issued(generator.next(T + 2, UNLIMITED, 1).unwrap());
+        assert_eq!((parts.node_id, parts.timestamp, parts.sequence), (7, T + 2, 0));
+        assert!(generator.set_last_second(T - 1).is_err());
+        assert!(generator.set_last_second(MAX_SECOND + 1).is_err());
     }
 
     #[test]

@@ -22,6 +22,7 @@
 pub mod codec;
 pub mod generator;
 pub mod layout;
+pub mod lease;
 pub mod secret;
 pub mod sparx;
 pub mod words;
@@ -29,6 +30,7 @@ pub mod words;
 pub use codec::{IdString, ParseIdError};
 pub use generator::{Generator, Refusal, Step, Window};
 pub use layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
+pub use lease::{Lease, Terms};
 pub use secret::{Secret, SecretError};
 
 pub use words::LANES;

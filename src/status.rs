@@ -1,0 +1,52 @@
+//! What randflake_status() reports: the lease as published, in words a DBA can act on.
+
+use pgrx::pg_sys;
+use randflake::Lease;
+
+use crate::gucs::{self, NodeSource};
+use crate::lease_state::{self, KeeperState};
+use crate::clock;
+
+pub struct Status {
+    pub node_source: &'static str,
+    pub state: &'static str,
+    pub lease: Option<Lease>,
+    pub renewed_at: Option<u64>,
+    pub node_switches: u64,
+    pub clock_refusals: u64,
+    pub lease_refusals: u64,
+    pub keeper_pid: Option<i32>,
+}
+
+pub fn current() -> Status {
+    let node_source = match gucs::node_source() {
+        NodeSource::Range => "range",
+        NodeSource::Fleet => "fleet",
+        NodeSource::Off => "off",
+    };
+    let lease = lease_state::read().1.map(|published| published.lease);
+    let (keeper, keeper_pid) = lease_state::keeper();
+    let now = clock::unix_time().as_secs();
+    // SAFETY: a plain read of shared state.
+    let standby = unsafe { pg_sys::RecoveryInProgress() };
+    let state = match (gucs::node_source(), lease) {
+        (NodeSource::Off, _) => "off",
+        _ if standby => "standby",
+        (_, Some(lease)) if now < lease.start => "waiting for the clock to reach the lease",
+        (_, Some(lease)) if now > lease.issuable_through() => "lease lapsed",
+        (_, Some(_)) if keeper == KeeperState::Failing => "active, renewal failing",
+        (_, Some(_)) => "active",
+        (_, None) => keeper.describe(),
+    };
+    let (node_switches, clock_refusals, lease_refusals) = lease_state::counters();
+    Status {
+        node_source,
+        state,
+        lease,
+        renewed_at: lease.map(|_| lease_state::renewed_at()),
+        node_switches,
+        clock_refusals,
+        lease_refusals,
+        keeper_pid: (keeper_pid != 0).then_some(keeper_pid),
+    }
+}
