@@ -123,9 +123,10 @@ impl BackendGenerator {
                 }
                 Ok(Step::WaitUntil { second }) => wait_for_second(second),
                 // After a restart the new lease starts just past the recorded high-water mark,
-                // at most HIGH_WATER_LEAD seconds ahead: that is waited out, like a high-water
-                // mark the keeper is about to advance. A clock further behind is refused.
-                Err(Refusal::BeforeWindow { now, first }) if first - now <= HIGH_WATER_LEAD => {
+                // at most HIGH_WATER_LEAD + 1 seconds ahead: that is waited out, like a
+                // high-water mark the keeper is about to advance. A clock further behind is
+                // refused.
+                Err(Refusal::BeforeWindow { now, first }) if first - now <= HIGH_WATER_LEAD + 1 => {
                     wait_for_second(first)
                 }
                 Err(Refusal::AfterWindow { now, last }) if now == last + 1 && now <= MAX_SECOND => {

@@ -169,8 +169,9 @@ impl Keeper {
         };
         Spi::run_with_args(
             &format!(
-                "INSERT INTO {} (first_node, last_node, holder, server_name, lease_start, lease_end, used_through)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                // renewed_at is explicit: through postgres_fdw, a remote default does not apply.
+                "INSERT INTO {} (first_node, last_node, holder, server_name, lease_start, lease_end, used_through, renewed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, pg_catalog.now())",
                 self.table
             ),
             &[

@@ -7,6 +7,10 @@
 #   scratch-cluster.sh stop  DIR [fast|immediate]     stop
 #   scratch-cluster.sh destroy DIR                    stop if running, then delete
 #
+# With RANDFLAKE_LIBDIR set at init, the server loads randflake_pg.so from that directory before
+# the installed one: a fresh build can be tried without replacing the library that other
+# running servers have loaded.
+#
 # PostgreSQL refuses to run as root, so as root the server runs as the "postgres" user.
 set -euo pipefail
 
@@ -41,6 +45,7 @@ init)
         echo "fsync = off"
         echo "max_connections = 100"
         echo "logging_collector = off"
+        if [ -n "${RANDFLAKE_LIBDIR:-}" ]; then echo "dynamic_library_path = '$RANDFLAKE_LIBDIR:\$libdir'"; fi
         for setting in "$@"; do echo "$setting"; done
     } | as_owner tee -a "$dir/postgresql.conf" >/dev/null
     ;;

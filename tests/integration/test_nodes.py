@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import psycopg
@@ -61,15 +62,48 @@ def test_node_budget_waits_for_the_next_second_instead_of_failing(make_cluster):
     assert all(len(nodes) == 1 for nodes in seconds.values()), seconds
 
 
-def test_after_a_backend_crash_no_second_is_reused(cluster):
-    """kill -9 makes the postmaster rebuild shared memory; the second it restarts in counts as
-    used, so every later ID is in a later second than every earlier one."""
+def leases(conn: psycopg.Connection) -> list[tuple]:
+    return conn.execute(
+        "SELECT lease_start, lease_end, used_through FROM randflake.node_leases ORDER BY lease_start"
+    ).fetchall()
+
+
+def assert_resumed_after_high_water_mark(conn: psycopg.Connection, high_water_before: int) -> None:
+    """The lease taken after the restart starts past a high-water mark read before it, and every
+    ID made after the restart is in a later second than every ID made before it. (The mark may
+    have moved on once more before the restart; the old lease row is pruned by then.)"""
+    newest = leases(conn)[-1]
+    assert newest[0] > high_water_before, (newest, high_water_before)
+    before = max(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 1"))
+    after = min(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 2"))
+    assert before <= high_water_before < after, (before, high_water_before, after)
+    assert conn.execute("SELECT count(*) = count(DISTINCT id) FROM ids").fetchone()[0]
+
+
+def test_after_a_backend_crash_during_generation_no_second_is_reused(cluster):
+    """kill -9 of a backend in the middle of generating makes the postmaster rebuild shared
+    memory; the lease keeper's new lease starts after the durable high-water mark."""
     with cluster.connect() as conn:
         conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT randflake_next(), era int)")
-        victim = cluster.connect()
-        victim_pid = victim.execute("SELECT pg_backend_pid()").fetchone()[0]
         conn.execute("INSERT INTO ids (era) SELECT 1 FROM generate_series(1, 5000)")
+    victim = cluster.connect()
+    victim_pid = victim.execute("SELECT pg_backend_pid()").fetchone()[0]
+    generating = threading.Thread(
+        target=lambda: pytest.raises(
+            psycopg.OperationalError,
+            victim.execute,
+            "SELECT count(randflake_next()) FROM generate_series(1, 100000000)",
+        )
+    )
+    generating.start()
+    time.sleep(1)
+    with cluster.connect() as conn:
+        assert conn.execute(
+            "SELECT state FROM pg_stat_activity WHERE pid = %s", (victim_pid,)
+        ).fetchone()[0] == "active"
+        high_water_before = leases(conn)[-1][2]
     os.kill(victim_pid, signal.SIGKILL)
+    generating.join()
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -79,12 +113,9 @@ def test_after_a_backend_crash_no_second_is_reused(cluster):
         except psycopg.OperationalError:
             assert time.monotonic() < deadline, "server did not come back after the crash"
             time.sleep(0.05)
-    with cluster.connect() as conn:
-        before = max(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 1"))
-        after = min(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 2"))
-        assert after > before
-        assert conn.execute("SELECT count(DISTINCT id) FROM ids").fetchone()[0] == 10_000
     assert "terminated by signal 9" in cluster.log()
+    with cluster.connect() as conn:
+        assert_resumed_after_high_water_mark(conn, high_water_before)
 
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
@@ -92,14 +123,12 @@ def test_after_a_quick_restart_no_second_is_reused(cluster, mode):
     with cluster.connect() as conn:
         conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT randflake_next(), era int)")
         conn.execute("INSERT INTO ids (era) SELECT 1 FROM generate_series(1, 5000)")
+        high_water_before = leases(conn)[-1][2]
     cluster.stop(mode)
     cluster.start()
     with cluster.connect() as conn:
         conn.execute("INSERT INTO ids (era) SELECT 2 FROM generate_series(1, 5000)")
-        before = max(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 1"))
-        after = min(part[0] for part in decoded(conn, "SELECT id FROM ids WHERE era = 2"))
-        assert after > before
-        assert conn.execute("SELECT count(DISTINCT id) FROM ids").fetchone()[0] == 10_000
+        assert_resumed_after_high_water_mark(conn, high_water_before)
 
 
 def test_inverted_node_range_stops_the_server_from_starting(make_cluster):

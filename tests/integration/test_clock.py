@@ -1,0 +1,433 @@
+"""Clock steps on real servers: every process of the server reads a fake wall clock (libfaketime)
+whose offset from real time the test changes while the server runs or between restarts.
+
+Proven here, each without changing the code under test:
+* a clock stepped back 1 s or 60 s while sessions generate IDs is refused (never papered over),
+  the message names how far behind which second, and the same sessions resume by themselves
+  once the clock is past that second; nothing is issued twice;
+* a server restarted with its clock 60 s behind the seconds it used does not reuse them: it
+  leases from its durable high-water mark on, refuses until the clock gets there, says so in
+  randflake_status(), and resumes by itself.
+
+How the clock is faked: libfaketime, preloaded into pg_ctl and so into every server process,
+adds the offset written in a file to CLOCK_REALTIME (and CLOCK_REALTIME_COARSE, which the
+extension reads), re-reading the file on every reading (FAKETIME_NO_CACHE), so rewriting the file
+steps every process's clock at once. The monotonic clocks stay real, as they do when NTP steps a
+clock. libfaketime blocks its faking while a process waits in select()/poll()/epoll_wait(); a
+postmaster forks background workers (the lease keeper among them) from signal handlers that run
+inside such a wait, and those children would then read the real clock forever. A tiny preloaded
+shim hands those calls straight to libc, so the keeper sees the fake clock like everyone else;
+`start_under_fake_clock` checks that it does.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import psycopg
+import pytest
+
+from conftest import Cluster, write_server_file
+
+LIBFAKETIME = pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+SHIM = pathlib.Path(f"/tmp/randflake_pg-it-faketime-shim-{os.getuid()}.so")
+SHIM_SOURCE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+
+static void *libc_symbol(const char *name)
+{
+    static void *libc;
+    if (libc == NULL)
+        libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    return dlsym(libc, name);
+}
+
+#define PASS_THROUGH(ret, name, params, args)           \
+    ret name params                                     \
+    {                                                   \
+        static ret (*real) params;                      \
+        if (real == NULL)                               \
+            real = (ret (*) params) libc_symbol(#name); \
+        return real args;                               \
+    }
+
+PASS_THROUGH(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t), (n, r, w, e, t))
+PASS_THROUGH(int, pselect, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m), (n, r, w, e, t, m))
+PASS_THROUGH(int, poll, (struct pollfd *f, nfds_t n, int t), (f, n, t))
+PASS_THROUGH(int, ppoll, (struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *m), (f, n, t, m))
+PASS_THROUGH(int, epoll_wait, (int fd, struct epoll_event *e, int n, int t), (fd, e, n, t))
+PASS_THROUGH(int, epoll_pwait, (int fd, struct epoll_event *e, int n, int t, const sigset_t *m), (fd, e, n, t, m))
+"""
+
+BEHIND = re.compile(r"the system clock is (\d+) s behind second (\d+), which this server has already used for IDs")
+BEFORE_LEASE = re.compile(
+    r"the system clock reads (\d+), (\d+) s before second (\d+), where this server's node lease starts"
+)
+
+
+@pytest.fixture(scope="session")
+def fake_clock_preload() -> str:
+    """LD_PRELOAD for a faked server: the select()/poll() shim, then libfaketime."""
+    if not LIBFAKETIME.exists():
+        pytest.skip(f"libfaketime is not installed ({LIBFAKETIME}; Debian package libfaketime)")
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler for the select()/poll() pass-through shim")
+    with tempfile.TemporaryDirectory() as build:
+        source = pathlib.Path(build, "shim.c")
+        source.write_text(SHIM_SOURCE)
+        built = pathlib.Path(build, "shim.so")
+        subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", built, source, "-ldl"], check=True)
+        staged = SHIM.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(built, staged)
+        staged.chmod(0o755)
+        os.replace(staged, SHIM)
+    return f"{SHIM} {LIBFAKETIME}"
+
+
+class FakeClock:
+    """The wall clock of one server: real time plus an offset in seconds, changeable at any time."""
+
+    def __init__(self, cluster: Cluster, preload: str, offset: int = 0):
+        self.file = cluster.dir / "faketime.rc"
+        self.preload = preload
+        self.offset = 0
+        self.set(offset)
+
+    def set(self, offset: int) -> None:
+        """Steps every process's clock: the file is replaced atomically and read on every reading."""
+        staged = self.file.with_name("faketime.rc.new")
+        write_server_file(staged, f"{offset:+d}\n", 0o644)
+        os.replace(staged, self.file)
+        self.offset = offset
+
+    def now(self) -> float:
+        """What the server's clock reads now."""
+        return time.time() + self.offset
+
+    def environment(self) -> list[str]:
+        return [
+            f"LD_PRELOAD={self.preload}",
+            f"FAKETIME_TIMESTAMP_FILE={self.file}",
+            "FAKETIME_NO_CACHE=1",
+            "FAKETIME_DONT_FAKE_MONOTONIC=1",
+            "NO_FAKE_STAT=1",
+        ]
+
+
+@pytest.fixture
+def fake_clock(fake_clock_preload):
+    """Factory: fake_clock(cluster, offset) -> the FakeClock the cluster will start under."""
+    return lambda cluster, offset=0: FakeClock(cluster, fake_clock_preload, offset)
+
+
+def start_under_fake_clock(cluster: Cluster, clock: FakeClock) -> None:
+    """Starts the server with libfaketime in every process (pg_ctl too, so that its check of the
+    postmaster's start time agrees with the postmaster's clock)."""
+    bindir = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
+    command = ["env", *clock.environment(), f"{bindir}/pg_ctl", "-D", str(cluster.dir)]
+    command += ["-l", str(cluster.dir / "server.log"), "-w", "-t", "60", "start"]
+    if os.getuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, f"{result.stdout}{result.stderr}{cluster.log()[-3000:]}"
+
+
+def status(conn: psycopg.Connection) -> dict:
+    """randflake_status() as a dict, timestamps as Unix seconds."""
+    cursor = conn.execute("SELECT * FROM randflake_status()")
+    row = cursor.fetchone()
+    values = {column.name: value for column, value in zip(cursor.description, row)}
+    return {name: (value.timestamp() if hasattr(value, "timestamp") else value) for name, value in values.items()}
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
+    """Polls `condition` until it returns something truthy; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(interval)
+
+
+def wait_for_lease(conn: psycopg.Connection, clock: FakeClock) -> dict:
+    """Waits until the keeper holds a lease that covers the clock's current second."""
+    return wait_for(
+        lambda: (lambda s: s if s["state"] == "active" and s["issuable_through"] >= clock.now() + 1 else None)(
+            status(conn)
+        ),
+        timeout=15,
+        what="an active lease covering the clock",
+    )
+
+
+def decoded(conn: psycopg.Connection, ids: list[int]) -> list[tuple[int, int, int]]:
+    """(Unix second, node, sequence) of each ID."""
+    return conn.execute(
+        """SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+             FROM unnest(%s::bigint[]) AS s(id), randflake_decode(s.id) d""",
+        (ids,),
+    ).fetchall()
+
+
+class Inserter(threading.Thread):
+    """One session inserting batches of new IDs into `ids` until stopped, remembering every ID it
+    got and every refusal (wall time, message) in order. Any other error is kept for the test."""
+
+    BATCH = 200
+
+    def __init__(self, cluster: Cluster):
+        super().__init__(daemon=True)
+        self.conn = cluster.connect()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.batches: list[tuple[float, list[int]]] = []
+        self.refusals: list[tuple[float, str]] = []
+        self.errors: list[psycopg.Error] = []
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                rows = self.conn.execute(
+                    f"INSERT INTO ids SELECT randflake_next() FROM generate_series(1, {self.BATCH}) RETURNING id"
+                ).fetchall()
+                with self.lock:
+                    self.batches.append((time.time(), [row[0] for row in rows]))
+            except psycopg.Error as error:
+                with self.lock:
+                    if error.sqlstate == "55000":
+                        self.refusals.append((time.time(), error.diag.message_primary))
+                    else:
+                        self.errors.append(error)
+                        return
+                time.sleep(0.02)
+
+    def ids(self, after: float = 0.0, before: float = float("inf")) -> list[int]:
+        """The IDs of the batches that completed between `after` and `before` (wall time)."""
+        with self.lock:
+            return [id for at, batch in self.batches if after < at < before for id in batch]
+
+    def succeeded_after(self, moment: float) -> bool:
+        with self.lock:
+            return any(at > moment for at, _ in self.batches)
+
+    def refused_after(self, moment: float) -> list[tuple[float, str]]:
+        with self.lock:
+            return [refusal for refusal in self.refusals if refusal[0] > moment]
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=30)
+        assert not self.is_alive(), "an inserter is stuck"
+        self.conn.close()
+
+
+def start_inserters(cluster: Cluster, count: int) -> list[Inserter]:
+    inserters = [Inserter(cluster) for _ in range(count)]
+    for inserter in inserters:
+        inserter.start()
+    wait_for(lambda: all(i.succeeded_after(0) for i in inserters), 15, "every session's first IDs")
+    return inserters
+
+
+def assert_all_unique(conn: psycopg.Connection, inserters: list[Inserter]) -> list[int]:
+    """Every ID a session got is in the table once, and no (second, node, sequence) repeats."""
+    ids = [id for inserter in inserters for id in inserter.ids()]
+    assert len(ids) == len(set(ids))
+    rows, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM ids").fetchone()
+    assert rows == distinct == len(ids)
+    parts = decoded(conn, ids)
+    assert len(set(parts)) == len(ids)
+    return ids
+
+
+def test_a_clock_stepped_back_one_second_is_refused_until_it_catches_up(make_cluster, fake_clock):
+    """The clock steps back 1 s while four sessions generate: sessions that already used the
+    current second are refused with "1 s behind second S" (counted in clock_refusals), nothing is
+    issued twice, and the same sessions carry on by themselves once the slow clock reaches S."""
+    cluster = make_cluster()
+    clock = fake_clock(cluster, 0)
+    start_under_fake_clock(cluster, clock)
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY)")
+        wait_for_lease(conn, clock)
+        inserters = start_inserters(cluster, 4)
+        try:
+            # The lease began at least a second ago, so one second back is still inside it. Step
+            # 0.3 s into a second, when every session has used that second already.
+            time.sleep(1.0)
+            time.sleep(1.3 - time.time() % 1.0)
+            stepped_at = time.time()
+            clock.set(-1)
+            wait_for(
+                lambda: all(i.succeeded_after(max([stepped_at] + [r[0] for r in i.refusals])) for i in inserters)
+                and time.time() > stepped_at + 1.5,
+                10,
+                "every session to generate again after the step",
+            )
+        finally:
+            for inserter in inserters:
+                inserter.stop()
+        assert [i.errors for i in inserters] == [[]] * 4
+        refusals = [refusal for i in inserters for refusal in i.refusals]
+        assert refusals, "no session was refused, yet each had used the second the clock went back from"
+        for at, message in refusals:
+            behind = BEHIND.fullmatch(message)
+            assert behind, message
+            assert behind.group(1) == "1"
+            assert int(behind.group(2)) == int(stepped_at), "the second refused is the one the clock left"
+            assert at < stepped_at + 1.5, "refused after the slow clock had passed the used second"
+        assert status(conn)["clock_refusals"] == len(refusals)
+        assert_all_unique(conn, inserters)
+
+
+def test_b_a_clock_stepped_back_sixty_seconds_is_refused_until_set_right(make_cluster, fake_clock):
+    """The server starts with its clock 90 s slow, which is then corrected, so its lease began
+    well over a minute ago. Then the clock steps back 60 s: every session is refused with a
+    message naming the last second it used and how far behind the clock is; clock_refusals counts
+    each refusal; once the clock is set right, the same sessions resume in later seconds. No ID
+    repeats."""
+    cluster = make_cluster()
+    clock = fake_clock(cluster, -90)
+    start_under_fake_clock(cluster, clock)
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY)")
+        lease = wait_for_lease(conn, clock)
+        assert abs(lease["lease_start"] - (time.time() - 90)) < 5, "the lease keeper does not read the fake clock"
+        assert abs(conn.execute("SELECT extract(epoch FROM now())::float8").fetchone()[0] - (time.time() - 90)) < 5
+        clock.set(0)
+        wait_for_lease(conn, clock)
+        refusals_before = status(conn)["clock_refusals"]
+
+        inserters = start_inserters(cluster, 3)
+        try:
+            time.sleep(0.5)
+            stepped_at = time.time()
+            clock.set(-60)
+            wait_for(lambda: all(i.refused_after(stepped_at) for i in inserters), 10, "every session to be refused")
+            time.sleep(1.0)
+            assert not any(i.succeeded_after(stepped_at + 0.2) for i in inserters), "IDs issued 60 s in the past"
+            status_behind = status(conn)
+            restored_at = time.time()
+            clock.set(0)
+            wait_for(lambda: all(i.succeeded_after(restored_at + 0.1) for i in inserters), 10, "generation to resume")
+        finally:
+            for inserter in inserters:
+                inserter.stop()
+        assert [i.errors for i in inserters] == [[]] * 3
+
+        for inserter in inserters:
+            at, message = inserter.refused_after(stepped_at)[0]
+            # A session refuses clock readings before the last second it issued IDs in.
+            floor = max(part[0] for part in decoded(conn, inserter.ids(before=at)))
+            behind = BEHIND.fullmatch(message)
+            assert behind, message
+            seconds_behind, second = int(behind.group(1)), int(behind.group(2))
+            assert second == floor
+            assert abs(seconds_behind - (second - int(at - 60))) <= 1
+            assert 58 <= seconds_behind <= 61
+            assert all(BEHIND.fullmatch(m) for _, m in inserter.refusals)
+            resumed = [part[0] for part in decoded(conn, inserter.ids(after=restored_at))]
+            assert resumed and min(resumed) >= second
+
+        refusals = sum(len(i.refusals) for i in inserters)
+        assert status_behind["clock_refusals"] > refusals_before
+        assert status(conn)["clock_refusals"] - refusals_before == refusals
+        assert status(conn)["state"] == "active"
+        assert_all_unique(conn, inserters)
+
+
+def test_c_a_restart_with_the_clock_sixty_seconds_back_resumes_after_the_high_water_mark(
+    make_cluster, fake_clock
+):
+    """Stopped, then started with its clock 60 s back, the server leases from the second after
+    its durable high-water mark, which covers every ID it issued. Until the clock gets there,
+    randflake_next() refuses, naming the lease start, and randflake_status() says it waits for the
+    clock. Once the clock is right, the same session generates again by itself, in seconds after
+    every second used before the restart."""
+    cluster = make_cluster()
+    clock = fake_clock(cluster, 0)
+    start_under_fake_clock(cluster, clock)
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY, era int NOT NULL)")
+        wait_for_lease(conn, clock)
+        deadline = time.time() + 1.5
+        while time.time() < deadline:
+            conn.execute("INSERT INTO ids SELECT randflake_next(), 1 FROM generate_series(1, 1000)")
+        marked = conn.execute("SELECT used_through FROM randflake.node_leases").fetchone()[0]
+    cluster.stop("fast")
+    stopped_at = time.time()
+
+    clock.set(-60)
+    start_under_fake_clock(cluster, clock)
+    with cluster.connect() as conn:
+        before = [row[0] for row in conn.execute("SELECT id FROM ids WHERE era = 1")]
+        last_used = max(part[0] for part in decoded(conn, before))
+        waiting = wait_for(
+            lambda: (lambda s: s if s["lease_start"] is not None else None)(status(conn)), 15, "the new lease"
+        )
+        assert waiting["state"] == "waiting for the clock to reach the lease"
+        # The old lease ended at its high-water mark (and, ending before the new one starts, was
+        # pruned): only the new lease is left, starting right after the mark.
+        leases = conn.execute("SELECT lease_start, used_through FROM randflake.node_leases").fetchall()
+        assert len(leases) == 1
+        lease_start, used_through = leases[0]
+        assert lease_start == waiting["lease_start"]
+        assert last_used <= marked < lease_start <= stopped_at + 12
+        assert used_through == lease_start - 1, "nothing issued under the new lease yet"
+
+        error = None
+        try:
+            conn.execute("SELECT randflake_next()")
+        except psycopg.Error as caught:
+            error = caught
+        assert error is not None, "an ID was issued 60 s before the lease starts"
+        assert error.sqlstate == "55000"
+        before_lease = BEFORE_LEASE.fullmatch(error.diag.message_primary)
+        assert before_lease, error.diag.message_primary
+        reads, seconds_before, start = map(int, before_lease.groups())
+        assert start == lease_start
+        assert abs(reads - clock.now()) <= 2
+        assert seconds_before == start - reads > 60
+        assert f"resumes by itself at second {start}" in error.diag.message_hint
+        assert status(conn)["clock_refusals"] == 1
+
+        clock.set(0)
+        restored_at = time.time()
+
+        def generates() -> bool:
+            try:
+                conn.execute("INSERT INTO ids SELECT randflake_next(), 2 FROM generate_series(1, 1000)")
+                return True
+            except psycopg.Error as caught:
+                # Only while the clock is still more than 10 s before the lease; closer, calls wait.
+                assert caught.sqlstate == "55000", caught
+                assert BEFORE_LEASE.fullmatch(caught.diag.message_primary), caught.diag.message_primary
+                return False
+
+        wait_for(generates, 20, "generation to resume", interval=0.2)
+        assert time.time() < max(restored_at, lease_start) + 3, "resumed later than the lease start"
+        after = [row[0] for row in conn.execute("SELECT id FROM ids WHERE era = 2")]
+        assert min(part[0] for part in decoded(conn, after)) >= lease_start > last_used
+        assert status(conn)["state"] == "active"
+        rows, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM ids").fetchone()
+        assert rows == distinct == len(before) + len(after)
+        assert len(set(decoded(conn, before + after))) == rows

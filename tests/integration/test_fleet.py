@@ -1,0 +1,212 @@
+"""Fleet mode: servers lease disjoint node blocks from one lease table on a coordination server,
+reached through postgres_fdw. Four real clusters on loopback: one coordinator, three members."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from conftest import Cluster
+
+BLOCK = 10
+LEASE_SECONDS = 8
+# Three blocks: exactly one per member, so a fourth server must wait for a stopped one's block.
+POOL = ("randflake.node_id_min = 0", f"randflake.node_id_max = {3 * BLOCK - 1}")
+
+
+def member_settings() -> tuple[str, ...]:
+    return (
+        "randflake.node_source = 'fleet'",
+        "randflake.fleet_lease_table = 'randflake_fleet.node_leases'",
+        f"randflake.fleet_block_size = {BLOCK}",
+        f"randflake.lease_seconds = {LEASE_SECONDS}",
+        *POOL,
+    )
+
+
+def join_fleet(member: Cluster, coordinator: Cluster) -> None:
+    """The set-up a DBA runs on each member: a foreign table for the coordinator's lease table."""
+    with member.connect() as conn:
+        conn.execute("CREATE EXTENSION postgres_fdw")
+        conn.execute(
+            f"""CREATE SERVER randflake_coordinator FOREIGN DATA WRAPPER postgres_fdw
+                OPTIONS (host '127.0.0.1', port '{coordinator.port}', dbname 'postgres', connect_timeout '5')"""
+        )
+        conn.execute("CREATE USER MAPPING FOR postgres SERVER randflake_coordinator OPTIONS (user 'postgres')")
+        conn.execute("CREATE SCHEMA randflake_fleet")
+        conn.execute(
+            "IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases) FROM SERVER randflake_coordinator INTO randflake_fleet"
+        )
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next(), at timestamptz DEFAULT clock_timestamp())")
+
+
+def lease_of(coordinator: Cluster, member: Cluster, timeout: float = 20) -> tuple:
+    """(first_node, last_node, lease_start, lease_end) of the member's latest lease, once it has one."""
+    deadline = time.monotonic() + timeout
+    with member.connect() as conn:
+        holder = conn.execute(
+            "SELECT system_identifier::text FROM pg_control_system()"
+        ).fetchone()[0]
+    with coordinator.connect() as conn:
+        while True:
+            row = conn.execute(
+                """SELECT first_node, last_node, lease_start, lease_end FROM randflake.node_leases
+                    WHERE holder LIKE %s || '/%%' ORDER BY lease_start DESC LIMIT 1""",
+                (holder,),
+            ).fetchone()
+            if row:
+                return row
+            assert time.monotonic() < deadline, f"no lease for {member.dir} in {coordinator.log()[-2000:]}"
+            time.sleep(0.2)
+
+
+def insert_for(member: Cluster, seconds: float, errors: list) -> None:
+    try:
+        with member.connect() as conn:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                conn.execute("INSERT INTO made SELECT FROM generate_series(1, 500)")
+    except psycopg.Error as error:  # reported by the test, not swallowed
+        errors.append((member.port, error.sqlstate, str(error)))
+
+
+def ids_with_parts(member: Cluster) -> list[tuple]:
+    with member.connect() as conn:
+        return conn.execute(
+            """SELECT m.id, extract(epoch FROM d.timestamp)::bigint, d.node_id
+                 FROM made m, randflake_decode(m.id) d"""
+        ).fetchall()
+
+
+@pytest.fixture
+def fleet(make_cluster):
+    coordinator = make_cluster("randflake.node_source = 'off'", *POOL)
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    members = [make_cluster(*member_settings()) for _ in range(3)]
+    # One secret for the whole fleet.
+    for member in members[1:]:
+        (member.dir / "randflake.key").write_text(members[0].key_hex)
+    for member in members:
+        member.start()
+        join_fleet(member, coordinator)
+    return coordinator, members, make_cluster
+
+
+def test_three_members_lease_disjoint_blocks_and_never_collide(fleet):
+    coordinator, members, _ = fleet
+    leases = [lease_of(coordinator, member) for member in members]
+    blocks = sorted((first, last) for first, last, _, _ in leases)
+    assert blocks == [(0, 9), (10, 19), (20, 29)], leases
+
+    errors: list = []
+    threads = [
+        threading.Thread(target=insert_for, args=(member, 4, errors)) for member in members for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+    # Every ID of every member goes into one table with a PRIMARY KEY on the coordinator.
+    with coordinator.connect() as conn:
+        conn.execute("CREATE TABLE fleet_ids (id bigint PRIMARY KEY, member int, node int)")
+        total = 0
+        for index, (member, (first, last, _, _)) in enumerate(zip(members, leases)):
+            rows = ids_with_parts(member)
+            assert rows, f"member {index} made no IDs"
+            assert {node for _, _, node in rows} <= set(range(first, last + 1))
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO fleet_ids VALUES (%s, %s, %s)", [(id_, index, node) for id_, _, node in rows]
+                )
+            total += len(rows)
+        assert conn.execute("SELECT count(*) FROM fleet_ids").fetchone()[0] == total
+    assert total > 10_000
+
+    # Renewals keep each member's lease ahead of the clock.
+    with members[0].connect() as conn:
+        state, lease_end = conn.execute(
+            "SELECT state, extract(epoch FROM lease_end)::bigint FROM randflake_status()"
+        ).fetchone()
+    assert state == "active"
+    assert lease_end >= time.time()
+
+
+def test_a_stopped_members_block_is_leased_again_only_after_its_lease_ended(fleet):
+    coordinator, members, make_cluster = fleet
+    leases = [lease_of(coordinator, member) for member in members]
+    stopped = members[2]
+    errors: list = []
+    insert_for(stopped, 1, errors)
+    assert errors == []
+    before = ids_with_parts(stopped)
+    stopped_first, stopped_last, _, _ = leases[2]
+    stopped.stop()
+    with coordinator.connect() as conn:
+        # Its last renewal may have landed just before the stop.
+        old_end = conn.execute(
+            "SELECT max(lease_end) FROM randflake.node_leases WHERE first_node = %s", (stopped_first,)
+        ).fetchone()[0]
+
+    newcomer = make_cluster(*member_settings())
+    (newcomer.dir / "randflake.key").write_text(members[0].key_hex)
+    newcomer.start()
+    join_fleet(newcomer, coordinator)
+    first, last, start, end = lease_of(coordinator, newcomer)
+    # The only block not held by a running member is the stopped one's, and only after its end.
+    assert (first, last) == (stopped_first, stopped_last)
+    assert start > old_end
+
+    insert_for(newcomer, 2, errors)
+    assert errors == []
+    after = ids_with_parts(newcomer)
+    assert after
+    assert min(second for _, second, _ in after) > old_end
+    assert {node for _, _, node in after} <= set(range(first, last + 1))
+    assert not {id_ for id_, _, _ in before} & {id_ for id_, _, _ in after}
+    # The survivors were never disturbed.
+    for member in members[:2]:
+        with member.connect() as conn:
+            assert conn.execute("SELECT state FROM randflake_status()").fetchone()[0] == "active"
+
+
+def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
+    """With its coordinator unreachable a member keeps issuing until its lease ends, then refuses
+    with a clear error, and resumes by itself once the coordinator is back."""
+    coordinator, members, _ = fleet
+    member = members[0]
+    lease_of(coordinator, member)
+    coordinator.stop()
+    with member.connect() as conn:
+        conn.execute("SELECT randflake_next()")
+        deadline = time.monotonic() + 3 * LEASE_SECONDS
+        while True:
+            try:
+                conn.execute("SELECT randflake_next()")
+            except psycopg.Error as error:
+                assert error.sqlstate == "55000"
+                assert "node lease covers IDs only through second" in error.diag.message_primary
+                assert "randflake_status()" in error.diag.message_hint
+                break
+            assert time.monotonic() < deadline, "a member kept issuing past its lease"
+            time.sleep(0.5)
+        status = conn.execute("SELECT state, lease_refusals FROM randflake_status()").fetchone()
+        assert status[0] == "lease lapsed" and status[1] >= 1
+        assert "retrying every second" in member.log()
+
+        coordinator.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn.execute("SELECT randflake_next()")
+                break
+            except psycopg.Error:
+                assert time.monotonic() < deadline, member.log()[-3000:]
+                time.sleep(0.5)
