@@ -71,8 +71,8 @@ COMMENT ON FUNCTION randflake.check_node_lease() IS
 CREATE TRIGGER check_node_lease BEFORE INSERT OR UPDATE ON randflake.node_leases
     FOR EACH ROW EXECUTE FUNCTION randflake.check_node_lease();
 
--- Dumped with the database, so a restore keeps the high-water marks.
-SELECT pg_catalog.pg_extension_config_dump('randflake.node_leases', '');
+-- Not registered with pg_extension_config_dump: a database restored from a dump lives on another
+-- server, which takes its own lease; old rows would only collide with it.
 
 REVOKE ALL ON randflake.node_leases FROM PUBLIC;
 REVOKE ALL ON FUNCTION randflake.check_node_lease() FROM PUBLIC;

@@ -161,7 +161,7 @@ impl Error {
                 "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 23:23:43 UTC.".into()
             }
             Self::NoFreeNode { .. } => {
-                "Widen randflake.node_id_min..randflake.node_id_max for this server (restart needed), or use fewer concurrent connections.".into()
+                "Widen this server's node range (randflake.node_id_min..randflake.node_id_max, or randflake.fleet_block_size in fleet mode; restart needed), or use fewer concurrent connections.".into()
             }
             Self::InvalidIdString { .. } => {
                 "A Randflake ID string is 1 to 13 lower-case base32hex digits (0-9, a-v), without padding or leading zeros.".into()

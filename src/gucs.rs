@@ -74,8 +74,8 @@ pub fn define() {
         );
         GucRegistry::define_int_guc_with_hooks(
             c"randflake.node_id_min",
-            c"Lowest Randflake node id this server may use.",
-            c"Give each server of a fleet a disjoint node_id_min..node_id_max range. Each running backend or parallel worker holds one node of the range.",
+            c"Lowest Randflake node id this server may use; in fleet mode, the lowest of the fleet's pool.",
+            c"In range mode, give each server (and each standby) a disjoint node_id_min..node_id_max range; each running backend or parallel worker holds one node of it. In fleet mode, the range is the pool that blocks are cut from, the same on every member.",
             &NODE_ID_MIN,
             0,
             MAX_NODE as i32,
@@ -87,7 +87,7 @@ pub fn define() {
         );
         GucRegistry::define_int_guc_with_hooks(
             c"randflake.node_id_max",
-            c"Highest Randflake node id this server may use.",
+            c"Highest Randflake node id this server may use; in fleet mode, the highest of the fleet's pool.",
             c"Must not be below randflake.node_id_min. The range must hold more nodes than the server has connections plus parallel workers.",
             &NODE_ID_MAX,
             0,

@@ -164,6 +164,9 @@ impl Keeper {
                 (first, last, self.end_own_leases(first, last))
             }
         };
+        // A lease withdrawn earlier in this server's life (its row deleted, or the extension
+        // dropped and created again) still bounds the seconds its nodes may have used.
+        let latest_end = latest_end.max(lease_state::last_used_through());
         let Some(lease) = terms.new_lease(first_node, last_node, now, latest_end) else {
             error!("randflake_pg lease keeper: no lease can start at or before 2803741823, the last second an ID can carry");
         };

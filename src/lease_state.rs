@@ -157,6 +157,13 @@ pub fn publish(lease: &Lease, renewal: bool, renewed_at: u64) {
     });
 }
 
+/// The high-water mark of the last lease published since shared memory was created, even if
+/// withdrawn since: backends may have issued IDs up to it, whatever the lease table now says.
+pub fn last_used_through() -> Option<u64> {
+    let shared = shared();
+    (shared.taken.load(Ordering::Relaxed) > 0).then(|| shared.used_through.load(Ordering::Relaxed))
+}
+
 /// Stops backends from issuing under the published lease: it is no longer in the table.
 pub fn withdraw() {
     write(|shared| shared.number.store(0, Ordering::Relaxed));
