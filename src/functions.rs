@@ -31,6 +31,8 @@ fn randflake_decode(
 
 /// This server's lease and what generation has met since start-up: one row, for monitoring.
 /// EXECUTE is granted to pg_monitor only.
+// pgrx reads the column names from the signature itself, so the row type cannot be an alias.
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile, parallel_safe)]
 fn randflake_status() -> TableIterator<
     'static,

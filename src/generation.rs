@@ -19,11 +19,18 @@ use crate::{clock, secret};
 static BACKEND: BackendLocal<Option<BackendGenerator>> = BackendLocal::new(None);
 
 struct BackendGenerator {
-    /// The generator for the published lease of this number, once this backend has used it.
-    current: Option<(u64, Generator)>,
+    /// The generator for the published lease, once this backend has used it.
+    current: Option<LeaseGenerator>,
     /// `lease_state::version()` when `current` was last checked against the published lease.
     lease_version: u64,
     ready: ReadyIds,
+}
+
+/// A generator confined to one lease: a new lease (not a renewal) gets a new generator.
+struct LeaseGenerator {
+    number: u64,
+    lease: Lease,
+    generator: Generator,
 }
 
 /// IDs reserved and encrypted ahead, handed out in order while the clock still reads their
@@ -87,7 +94,15 @@ impl BackendGenerator {
     /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest.
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64) -> Result<i64, Error> {
         loop {
+            let server_floor = node_table::latest_used();
             let now = clock::unix_time().as_secs();
+            // Each node refuses seconds before its own last one; this refuses a clock behind
+            // any second the server has used, so that no session, not even a new one on an
+            // idle node, issues IDs dated in the past after the clock was stepped back.
+            if now < server_floor {
+                lease_state::count(Counter::ClockRefusal);
+                return Err(Error::ClockBehind { now, used: server_floor });
+            }
             let (generator, lease) = self.follow_lease()?;
             match generator.next(now, gucs::max_nodes_per_backend(), LANES as u32) {
                 Ok(Step::Issued { first, count, opened_second }) => {
@@ -146,33 +161,42 @@ impl BackendGenerator {
     /// The generator for the lease the keeper publishes now, and that lease. A new lease means
     /// a new generator, after giving the old lease's node back; a renewal moves the last second.
     fn follow_lease(&mut self) -> Result<(&mut Generator, Lease), Error> {
-        let published = loop {
-            let (version, published) = lease_state::read();
-            match published {
-                Some(published) => break (version, published),
-                None if wait_for_lease(FIRST_LEASE_WAIT) => continue,
-                None => {
+        // Every change the keeper makes bumps the version: an unchanged one needs no more.
+        if lease_state::version() != self.lease_version || self.current.is_none() {
+            self.adopt_published_lease()?;
+        }
+        let current = self.current.as_mut().expect("adopted above");
+        Ok((&mut current.generator, current.lease))
+    }
+
+    fn adopt_published_lease(&mut self) -> Result<(), Error> {
+        let (version, Published { number, lease }) = loop {
+            match lease_state::read() {
+                (version, Some(published)) => break (version, published),
+                (_, None) if wait_for_lease(FIRST_LEASE_WAIT) => continue,
+                (_, None) => {
                     lease_state::count(Counter::LeaseRefusal);
                     return Err(Error::NoLease { keeper: lease_state::keeper().0 });
                 }
             }
         };
-        let (version, Published { number, lease }) = published;
         let last = lease.issuable_through().min(MAX_SECOND);
-        if !matches!(self.current, Some((current, _)) if current == number) {
-            if let Some(node) = self.current.take().and_then(|(_, mut old)| old.release()) {
-                node_table::release(node);
+        match &mut self.current {
+            Some(current) if current.number == number => {
+                current.generator.set_last_second(last).map_err(|_| Error::ClockPastLastSecond { now: last })?;
+                current.lease = lease;
             }
-            let window = Window::new(lease.start.max(EPOCH_SECOND), last.max(lease.start))
-                .map_err(|_| Error::ClockPastLastSecond { now: lease.start })?;
-            self.current = Some((number, Generator::new(window)));
-        } else if version != self.lease_version {
-            let (_, generator) = self.current.as_mut().expect("checked above");
-            generator.set_last_second(last).map_err(|_| Error::ClockPastLastSecond { now: last })?;
+            _ => {
+                if let Some(node) = self.current.take().and_then(|mut old| old.generator.release()) {
+                    node_table::release(node);
+                }
+                let window = Window::new(lease.start.max(EPOCH_SECOND), last.max(lease.start))
+                    .map_err(|_| Error::ClockPastLastSecond { now: lease.start })?;
+                self.current = Some(LeaseGenerator { number, lease, generator: Generator::new(window) });
+            }
         }
         self.lease_version = version;
-        let (_, generator) = self.current.as_mut().expect("set above");
-        Ok((generator, lease))
+        Ok(())
     }
 }
 

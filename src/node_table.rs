@@ -30,6 +30,8 @@ struct NodeSlot {
 struct NodeTable {
     /// Where the next search for a free node begins, so that concurrent searches spread out.
     search_start: AtomicU32,
+    /// The latest second any node has issued IDs in: the server's own clock floor.
+    latest_used: AtomicU32,
     slots: [NodeSlot; NODE_COUNT],
 }
 
@@ -55,6 +57,7 @@ pub unsafe fn attach() {
     let table = unsafe {
         shared_memory::find_or_create(c"randflake_pg node table", |table: *mut NodeTable| {
             addr_of_mut!((*table).search_start).write(AtomicU32::new(0));
+            addr_of_mut!((*table).latest_used).write(AtomicU32::new(0));
             let slots = addr_of_mut!((*table).slots).cast::<NodeSlot>();
             for index in 0..NODE_COUNT {
                 slots.add(index).write(NodeSlot { holder: AtomicI32::new(NO_HOLDER), used_through: AtomicU32::new(0) });
@@ -116,7 +119,16 @@ pub fn acquire(first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
 /// first such ID leaves the backend.
 pub fn record_used(node: u32, second: u64) {
     let second = u32::try_from(second).expect("seconds past 2106 are refused before this");
-    table().slots[node as usize].used_through.store(second, Ordering::Release);
+    let table = table();
+    table.slots[node as usize].used_through.store(second, Ordering::Release);
+    table.latest_used.fetch_max(second, Ordering::AcqRel);
+}
+
+/// The latest second in which any process of this server has issued IDs. Read it before the
+/// clock: a second recorded since was read from the clock after this, so only a clock stepped
+/// back can read earlier than the value returned.
+pub fn latest_used() -> u64 {
+    u64::from(table().latest_used.load(Ordering::Acquire))
 }
 
 pub fn release(node: u32) {

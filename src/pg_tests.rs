@@ -69,6 +69,22 @@ mod tests {
         Spi::run("SELECT randflake_from_string('00')").unwrap();
     }
 
+    /// The lease keeper runs in this database (see `crate::pg_test`), so by the time a call
+    /// returns an ID the server holds a lease covering that ID's second and node.
+    #[pg_test]
+    fn ids_come_from_inside_the_published_lease() {
+        let inside: bool = query_row(
+            "SELECT s.state = 'active'
+                    AND d.node_id BETWEEN s.first_node AND s.last_node
+                    AND d.timestamp BETWEEN s.lease_start AND s.issuable_through
+                    AND s.nodes_in_use >= 1 AND s.keeper_pid IS NOT NULL
+               FROM randflake_decode(randflake_next()) d, randflake_status() s",
+        );
+        assert!(inside);
+        let leases: i64 = query_row("SELECT count(*) FROM randflake.node_leases WHERE lease_end >= extract(epoch FROM now())");
+        assert_eq!(leases, 1);
+    }
+
     #[pg_test]
     fn the_secret_is_hidden_from_listings() {
         let listed: i64 =

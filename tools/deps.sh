@@ -16,7 +16,8 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 
-packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo python3-venv)
+# faketime (libfaketime) steps the clock of test servers; postgres_fdw comes with postgresql.
+packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo python3-venv faketime)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -12,6 +12,7 @@ import os
 import pathlib
 import pwd
 import subprocess
+import time
 
 import psycopg
 import pytest
@@ -121,3 +122,32 @@ def sql_error(conn: psycopg.Connection, statement: str) -> psycopg.Error:
     with pytest.raises(psycopg.Error) as caught:
         conn.execute(statement)
     return caught.value
+
+
+def status(conn: psycopg.Connection) -> dict:
+    """randflake_status() as a dict, timestamps as Unix seconds."""
+    cursor = conn.execute("SELECT * FROM randflake_status()")
+    row = cursor.fetchone()
+    values = {column.name: value for column, value in zip(cursor.description, row)}
+    return {name: (value.timestamp() if hasattr(value, "timestamp") else value) for name, value in values.items()}
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
+    """Polls `condition` until it returns something truthy, and returns that; fails after
+    `timeout` seconds naming `what` it waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(interval)
+
+
+def decoded_ids(conn: psycopg.Connection, ids: list[int]) -> list[tuple[int, int, int]]:
+    """(Unix second, node, sequence) of each ID, in order."""
+    return conn.execute(
+        """SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+             FROM unnest(%s::bigint[]) WITH ORDINALITY AS s(id, n), randflake_decode(s.id) d ORDER BY s.n""",
+        (ids,),
+    ).fetchall()

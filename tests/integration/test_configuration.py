@@ -163,7 +163,7 @@ def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
         for attempt in range(10):
-            old, new = secrets[attempt % 2], secrets[(attempt + 1) % 2]
+            new = secrets[(attempt + 1) % 2]
             before = conn.execute("SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint").fetchone()
             cluster.configure(f"randflake.secret = '{new}'")
             conn.execute("SELECT pg_reload_conf()")

@@ -7,17 +7,9 @@ import time
 
 import psycopg
 
-from conftest import sql_error
+from conftest import sql_error, wait_for
 
 
-def wait_for(predicate, timeout: float = 15, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def current_lease(conn: psycopg.Connection) -> tuple:
@@ -61,7 +53,7 @@ def test_a_deleted_lease_is_replaced_by_one_after_its_high_water_mark(cluster):
         conn.execute("INSERT INTO ids SELECT FROM generate_series(1, 1000)")
         _, _, used = current_lease(conn)
         conn.execute("DELETE FROM randflake.node_leases")
-        row = wait_for(lambda: current_lease(conn), what="a new lease")
+        row = wait_for(lambda: current_lease(conn), 15, "a new lease")
         assert row[0] > used
         assert "is gone from" in cluster.log()
         conn.execute("INSERT INTO ids SELECT FROM generate_series(1, 1000)")
@@ -76,7 +68,7 @@ def test_drop_and_create_extension_never_reuses_a_second(cluster):
             used = current_lease(conn)[2]
             conn.execute("DROP EXTENSION randflake_pg")
             conn.execute("CREATE EXTENSION randflake_pg")
-            start = wait_for(lambda: current_lease(conn), what="a lease after CREATE EXTENSION")[0]
+            start = wait_for(lambda: current_lease(conn), 15, "a lease after CREATE EXTENSION")[0]
             assert start > used
         conn.execute("INSERT INTO ids SELECT randflake_next() FROM generate_series(1, 1000)")
         assert conn.execute("SELECT count(DISTINCT id) FROM ids").fetchone()[0] == 3000
