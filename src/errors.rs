@@ -111,7 +111,7 @@ impl Error {
                 last - first + 1
             ),
             Self::InvalidIdString { input, reason } => {
-                format!("invalid Randflake ID string \"{input}\": {reason}")
+                format!("invalid Randflake ID string \"{}\": {reason}", quoted_excerpt(input))
             }
         }
     }
@@ -178,6 +178,17 @@ impl Error {
             .report(PgLogLevel::ERROR);
         unreachable!("ERROR does not return")
     }
+}
+
+/// The first characters of a rejected input, control characters and quotes escaped, so that a
+/// huge or binary argument yields a short, printable message.
+fn quoted_excerpt(input: &str) -> String {
+    const SHOWN: usize = 32;
+    let mut excerpt: String = input.chars().take(SHOWN).flat_map(char::escape_debug).collect();
+    if input.chars().nth(SHOWN).is_some() {
+        excerpt.push('…');
+    }
+    excerpt
 }
 
 impl From<Refusal> for Error {

@@ -71,9 +71,9 @@ class Cluster:
         with self.connect() as conn:
             conn.execute("SELECT pg_reload_conf()")
 
-    def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
+    def connect(self, dbname: str = "postgres", user: str = "postgres", **kwargs) -> psycopg.Connection:
         return psycopg.connect(
-            host=str(self.dir), port=self.port, user="postgres", dbname=dbname, autocommit=True, **kwargs
+            host=str(self.dir), port=self.port, user=user, dbname=dbname, autocommit=True, **kwargs
         )
 
     def log(self) -> str:
