@@ -12,10 +12,12 @@ BENCH_DIR   ?= /tmp/randflake_pg-bench
 BENCH_PORT  ?= 55435
 # Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
 BENCH_ARGS  ?=
+SOAK_ARGS   ?= --duration 600 --clients 32
+FUZZ_SECONDS ?= 600
 
 export PG_CONFIG PG_MAJOR VENV
 
-.PHONY: help deps build install demo demo-stop test unit pgtest server-tests installcheck bench clean
+.PHONY: help deps build install demo demo-stop test unit pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "make deps          install build and test prerequisites (idempotent)"
@@ -25,6 +27,8 @@ help:
 	@echo "make test          every suite: unit, #[pg_test], pg_regress, integration (scratch clusters)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
+	@echo "make soak          load with kill -9, restarts and clock steps; SOAK_ARGS=\"--duration 600 --clients 32\""
+	@echo "make fuzz          every cargo-fuzz target of the randflake crate for FUZZ_SECONDS (default 600) each"
 
 deps:
 	@tools/deps.sh
@@ -46,6 +50,7 @@ demo-stop:
 # a server that has the library loaded, and `install` then puts the release build back.
 test: deps
 	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	$(MAKE) --no-print-directory pgtest
 	$(MAKE) --no-print-directory install
 	$(MAKE) --no-print-directory server-tests
@@ -79,6 +84,12 @@ bench: install
 	cargo bench -p randflake
 	$(VENV)/bin/python bench/bench.py --host $(BENCH_DIR) --port $(BENCH_PORT) --out bench/out $(BENCH_ARGS); \
 		status=$$?; tests/scratch-cluster.sh destroy $(BENCH_DIR); exit $$status
+
+soak: install
+	RANDFLAKE_TEST_PORT_BASE=55700 $(VENV)/bin/python tests/integration/soak.py $(SOAK_ARGS)
+
+fuzz:
+	@tools/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
 	cargo clean

@@ -25,52 +25,14 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 
 import psycopg
 import pytest
 
-from conftest import Cluster, decoded_ids, status, wait_for, write_server_file
-
-LIBFAKETIME = pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
-SHIM = pathlib.Path(f"/tmp/randflake_pg-it-faketime-shim-{os.getpid()}.so")
-SHIM_SOURCE = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <poll.h>
-#include <signal.h>
-#include <stddef.h>
-#include <sys/epoll.h>
-#include <sys/select.h>
-
-static void *libc_symbol(const char *name)
-{
-    static void *libc;
-    if (libc == NULL)
-        libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    return dlsym(libc, name);
-}
-
-#define PASS_THROUGH(ret, name, params, args)           \
-    ret name params                                     \
-    {                                                   \
-        static ret (*real) params;                      \
-        if (real == NULL)                               \
-            real = (ret (*) params) libc_symbol(#name); \
-        return real args;                               \
-    }
-
-PASS_THROUGH(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t), (n, r, w, e, t))
-PASS_THROUGH(int, pselect, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m), (n, r, w, e, t, m))
-PASS_THROUGH(int, poll, (struct pollfd *f, nfds_t n, int t), (f, n, t))
-PASS_THROUGH(int, ppoll, (struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *m), (f, n, t, m))
-PASS_THROUGH(int, epoll_wait, (int fd, struct epoll_event *e, int n, int t), (fd, e, n, t))
-PASS_THROUGH(int, epoll_pwait, (int fd, struct epoll_event *e, int n, int t, const sigset_t *m), (fd, e, n, t, m))
-"""
+from conftest import Cluster, decoded_ids, status, wait_for
+from fake_clock import LIBFAKETIME, FakeClock, build_preload, start_under_fake_clock
 
 BEHIND = re.compile(r"the system clock is (\d+) s behind second (\d+), which this server has already used for IDs")
 BEFORE_LEASE = re.compile(
@@ -82,71 +44,18 @@ BEFORE_LEASE = re.compile(
 def fake_clock_preload():
     """LD_PRELOAD for a faked server: the select()/poll() shim, then libfaketime. The shim is
     built once per test session, readable by the server's user, and removed afterwards."""
-    if not LIBFAKETIME.exists():
-        pytest.skip(f"libfaketime is not installed ({LIBFAKETIME}; Debian package libfaketime)")
-    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None:
-        pytest.skip("no C compiler for the select()/poll() pass-through shim")
-    with tempfile.TemporaryDirectory() as build:
-        source = pathlib.Path(build, "shim.c")
-        source.write_text(SHIM_SOURCE)
-        built = pathlib.Path(build, "shim.so")
-        subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", built, source, "-ldl"], check=True)
-        shutil.copyfile(built, SHIM)
-        SHIM.chmod(0o755)
-    yield f"{SHIM} {LIBFAKETIME}"
-    SHIM.unlink()
-
-
-class FakeClock:
-    """The wall clock of one server: real time plus an offset in seconds, changeable at any time."""
-
-    def __init__(self, cluster: Cluster, preload: str, offset: int = 0):
-        self.file = cluster.dir / "faketime.rc"
-        self.preload = preload
-        self.set(offset)
-
-    def set(self, offset: int) -> None:
-        """Steps every process's clock: the file is replaced atomically and read on every reading."""
-        staged = self.file.with_name("faketime.rc.new")
-        write_server_file(staged, f"{offset:+d}\n", 0o644)
-        os.replace(staged, self.file)
-        self.offset = offset
-
-    def now(self) -> float:
-        """What the server's clock reads now."""
-        return time.time() + self.offset
-
-    def environment(self) -> list[str]:
-        return [
-            f"LD_PRELOAD={self.preload}",
-            f"FAKETIME_TIMESTAMP_FILE={self.file}",
-            "FAKETIME_NO_CACHE=1",
-            "FAKETIME_DONT_FAKE_MONOTONIC=1",
-            "NO_FAKE_STAT=1",
-        ]
+    shim = pathlib.Path(f"/tmp/randflake_pg-it-faketime-shim-{os.getpid()}.so")
+    preload = build_preload(shim)
+    if preload is None:
+        pytest.skip(f"libfaketime ({LIBFAKETIME}) or a C compiler is missing; make deps installs them")
+    yield preload
+    shim.unlink()
 
 
 @pytest.fixture
 def fake_clock(fake_clock_preload):
     """Factory: fake_clock(cluster, offset) -> the FakeClock the cluster will start under."""
     return lambda cluster, offset=0: FakeClock(cluster, fake_clock_preload, offset)
-
-
-def start_under_fake_clock(cluster: Cluster, clock: FakeClock) -> None:
-    """Starts the server with libfaketime in every process (pg_ctl too, so that its check of the
-    postmaster's start time agrees with the postmaster's clock)."""
-    bindir = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
-    command = ["env", *clock.environment(), f"{bindir}/pg_ctl", "-D", str(cluster.dir)]
-    command += ["-l", str(cluster.dir / "server.log"), "-w", "-t", "60", "start"]
-    if os.getuid() == 0:
-        command = ["runuser", "-u", "postgres", "--", *command]
-    result = subprocess.run(command, capture_output=True, text=True)
-    assert result.returncode == 0, f"{result.stdout}{result.stderr}{cluster.log()[-3000:]}"
-
-
-
-
 
 
 def wait_for_lease(conn: psycopg.Connection, clock: FakeClock) -> dict:
