@@ -25,7 +25,7 @@ fuzz_target!(|steps: Vec<(u8, u8, u8)>| {
             _ => now,
         }
         .max(EPOCH_SECOND - 10);
-        match generator.next(now, u32::from(budget % 4) + 1, u32::from(run) + 1) {
+        match generator.next(now, u32::from(budget % 4) + 1, u32::from(run % 16) + 1) {
             Ok(Step::Issued { first, count, opened_second }) => {
                 if opened_second {
                     used_through.insert(first.node_id, first.timestamp);
