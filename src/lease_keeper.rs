@@ -102,18 +102,22 @@ impl Keeper {
                 None => return,
                 Some((end, used_through)) => {
                     let renewed = Lease { end, used_through, ..published.lease };
-                    in_transaction(|| self.store_renewal(&renewed, now)).map(|stored| {
-                        if stored {
+                    match in_transaction(|| self.store_renewal(&renewed, now)) {
+                        Ok(true) => {
                             lease_state::publish(&renewed, true, now);
-                        } else {
+                            Ok(KeeperState::Holding)
+                        }
+                        Ok(false) => {
                             lease_state::withdraw();
                             log!(
                                 "randflake_pg lease keeper: the lease of nodes {}..{} is gone from {} or expired; taking a new one",
                                 renewed.first_node, renewed.last_node, self.table
                             );
+                            // With nothing published now, this tick takes the new lease.
+                            return self.tick();
                         }
-                        KeeperState::Holding
-                    })
+                        Err(failure) => Err(failure),
+                    }
                 }
             },
             None => in_transaction(|| self.take_lease(now, &terms)).map(|taken| match taken {
