@@ -90,4 +90,3 @@ fn randflake_to_string(id: i64) -> String {
 fn randflake_from_string(s: &str) -> i64 {
     codec::decode(s).unwrap_or_else(|reason| Error::InvalidIdString { input: s.to_owned(), reason }.raise())
 }
-

@@ -3,9 +3,9 @@
 use pgrx::pg_sys;
 use randflake::Lease;
 
+use crate::clock;
 use crate::gucs::{self, NodeSource};
 use crate::lease_state::{self, KeeperState};
-use crate::clock;
 
 pub struct Status {
     pub node_source: &'static str,
@@ -19,7 +19,8 @@ pub struct Status {
 }
 
 pub fn current() -> Status {
-    let node_source = match gucs::node_source() {
+    let source = gucs::node_source();
+    let node_source = match source {
         NodeSource::Range => "range",
         NodeSource::Fleet => "fleet",
         NodeSource::Off => "off",
@@ -29,7 +30,7 @@ pub fn current() -> Status {
     let now = clock::unix_time().as_secs();
     // SAFETY: a plain read of shared state.
     let standby = unsafe { pg_sys::RecoveryInProgress() };
-    let state = match (gucs::node_source(), lease) {
+    let state = match (source, lease) {
         (NodeSource::Off, _) => "off",
         _ if standby => "standby",
         (_, Some(lease)) if now < lease.start => "waiting for the clock to reach the lease",

@@ -17,7 +17,7 @@ clock. libfaketime blocks its faking while a process waits in select()/poll()/ep
 postmaster forks background workers (the lease keeper among them) from signal handlers that run
 inside such a wait, and those children would then read the real clock forever. A tiny preloaded
 shim hands those calls straight to libc, so the keeper sees the fake clock like everyone else;
-`start_under_fake_clock` checks that it does.
+the sixty-second test checks that it does, through the lease start the keeper writes.
 """
 
 from __future__ import annotations
@@ -53,9 +53,21 @@ def fake_clock_preload():
 
 
 @pytest.fixture
-def fake_clock(fake_clock_preload):
-    """Factory: fake_clock(cluster, offset) -> the FakeClock the cluster will start under."""
-    return lambda cluster, offset=0: FakeClock(cluster, fake_clock_preload, offset)
+def faked_server(make_cluster, fake_clock_preload):
+    """Factory: faked_server(offset, ids_columns) -> (cluster, clock, status): a server started
+    with its clock `offset` s from real time, the extension created, a table `ids` with those
+    columns, and randflake_status() once the keeper holds a lease covering the clock."""
+
+    def start(offset: int, ids_columns: str) -> tuple[Cluster, FakeClock, dict]:
+        cluster = make_cluster()
+        clock = FakeClock(cluster, fake_clock_preload, offset)
+        start_under_fake_clock(cluster, clock)
+        with cluster.connect() as conn:
+            conn.execute("CREATE EXTENSION randflake_pg")
+            conn.execute(f"CREATE TABLE ids ({ids_columns})")
+            return cluster, clock, wait_for_lease(conn, clock)
+
+    return start
 
 
 def wait_for_lease(conn: psycopg.Connection, clock: FakeClock) -> dict:
@@ -67,8 +79,6 @@ def wait_for_lease(conn: psycopg.Connection, clock: FakeClock) -> dict:
         return now if now["state"] == "active" and now["issuable_through"] >= clock.now() + 1 else None
 
     return wait_for(covering, 15, "an active lease covering the clock")
-
-
 
 
 class Inserter(threading.Thread):
@@ -142,17 +152,12 @@ def assert_all_unique(conn: psycopg.Connection, inserters: list[Inserter], other
     assert len(set(parts)) == len(ids)
 
 
-def test_a_clock_stepped_back_one_second_is_refused_until_it_catches_up(make_cluster, fake_clock):
+def test_a_clock_stepped_back_one_second_is_refused_until_it_catches_up(faked_server):
     """The clock steps back 1 s while four sessions generate: sessions that already used the
     current second are refused with "1 s behind second S" (counted in clock_refusals), nothing is
     issued twice, and the same sessions carry on by themselves once the slow clock reaches S."""
-    cluster = make_cluster()
-    clock = fake_clock(cluster, 0)
-    start_under_fake_clock(cluster, clock)
+    cluster, clock, _ = faked_server(0, "id bigint PRIMARY KEY")
     with cluster.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY)")
-        wait_for_lease(conn, clock)
         inserters = start_inserters(cluster, 4)
         try:
             # The lease began at least a second ago, so one second back is still inside it. Step
@@ -183,20 +188,15 @@ def test_a_clock_stepped_back_one_second_is_refused_until_it_catches_up(make_clu
         assert_all_unique(conn, inserters)
 
 
-def test_a_clock_stepped_back_sixty_seconds_is_refused_until_set_right(make_cluster, fake_clock):
+def test_a_clock_stepped_back_sixty_seconds_is_refused_until_set_right(faked_server):
     """The server starts with its clock 90 s slow, which is then corrected, so its lease began
     well over a minute ago. Then the clock steps back 60 s: every session is refused with a
     message naming the last second it used and how far behind the clock is, and clock_refusals
     counts each refusal; so is a session that only starts then, although its node is idle: the
     server has used later seconds. Once the clock is set right, the same sessions resume by
     themselves. No ID repeats."""
-    cluster = make_cluster()
-    clock = fake_clock(cluster, -90)
-    start_under_fake_clock(cluster, clock)
+    cluster, clock, lease = faked_server(-90, "id bigint PRIMARY KEY")
     with cluster.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY)")
-        lease = wait_for_lease(conn, clock)
         assert abs(lease["lease_start"] - (time.time() - 90)) < 5, "the lease keeper does not read the fake clock"
         assert abs(conn.execute("SELECT extract(epoch FROM now())::float8").fetchone()[0] - (time.time() - 90)) < 5
         clock.set(0)
@@ -255,21 +255,14 @@ def test_a_clock_stepped_back_sixty_seconds_is_refused_until_set_right(make_clus
         assert_all_unique(conn, inserters)
 
 
-def test_a_restart_with_the_clock_sixty_seconds_back_resumes_after_the_high_water_mark(
-    make_cluster, fake_clock
-):
+def test_a_restart_with_the_clock_sixty_seconds_back_resumes_after_the_high_water_mark(faked_server):
     """Stopped, then started with its clock 60 s back, the server leases from the second after
     its durable high-water mark, which covers every ID it issued. Until the clock gets there,
     randflake_next() refuses, naming the lease start, and randflake_status() says it waits for the
     clock. Once the clock is right, the same session generates again by itself, in seconds after
     every second used before the restart."""
-    cluster = make_cluster()
-    clock = fake_clock(cluster, 0)
-    start_under_fake_clock(cluster, clock)
+    cluster, clock, _ = faked_server(0, "id bigint PRIMARY KEY, era int NOT NULL")
     with cluster.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-        conn.execute("CREATE TABLE ids (id bigint PRIMARY KEY, era int NOT NULL)")
-        wait_for_lease(conn, clock)
         deadline = time.time() + 1.5
         while time.time() < deadline:
             conn.execute("INSERT INTO ids SELECT randflake_next(), 1 FROM generate_series(1, 1000)")
