@@ -129,7 +129,7 @@ impl BackendGenerator {
                         lease_state::count(Counter::NodeSwitch);
                     }
                     match node_table::acquire(lease.first_node, lease.last_node, now) {
-                        Ok((node, used_through)) => generator.adopt(node, used_through, now),
+                        Ok((node, used_through)) => generator.adopt(node, used_through),
                         Err(NoNode::AllUsedThisSecond) => wait_for_second(now + 1),
                         Err(NoNode::AllHeld) => {
                             return Err(Error::NoFreeNode { first: lease.first_node, last: lease.last_node })

@@ -75,7 +75,7 @@ fn generate(cipher: &IdCipher, n: u64, batched: bool) {
             }
             Ok(Step::NeedNode { .. }) => {
                 node = (node + 1) % 131_072;
-                generator.adopt(node, second - 1, second);
+                generator.adopt(node, second - 1);
             }
             other => panic!("{other:?}"),
         }

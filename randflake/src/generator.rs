@@ -127,8 +127,9 @@ pub struct Generator {
     held: Option<HeldNode>,
     /// No clock reading below this second is accepted.
     clock_floor: u64,
-    adoption_second: u64,
-    adoptions_in_second: u32,
+    /// The second `nodes_in_second` counts for: nodes that issued in it, the held one included.
+    budget_second: u64,
+    nodes_in_second: u32,
 }
 
 const SPENT: u32 = MAX_SEQUENCE + 1;
@@ -139,8 +140,8 @@ impl Generator {
             window,
             held: None,
             clock_floor: window.first,
-            adoption_second: 0,
-            adoptions_in_second: 0,
+            budget_second: 0,
+            nodes_in_second: 0,
         }
     }
 
@@ -161,22 +162,15 @@ impl Generator {
 
     /// Takes a node from the caller's pool. `used_through` is the last second any earlier
     /// holder may have issued in with it; the node is never used at or before that second.
-    /// `now` is the caller's clock reading, for counting adoptions against the budget.
     ///
     /// # Panics
     /// If a node is already held or `node_id` exceeds [`MAX_NODE`]: both are caller bugs that
     /// would otherwise leak a node or issue malformed IDs.
-    pub fn adopt(&mut self, node_id: u32, used_through: u64, now: u64) {
+    pub fn adopt(&mut self, node_id: u32, used_through: u64) {
         assert!(self.held.is_none(), "adopt() while holding a node");
         assert!(node_id <= MAX_NODE, "node id {node_id} out of range");
         self.held = Some(HeldNode { node_id, second: used_through, next_sequence: SPENT });
         self.clock_floor = self.clock_floor.max(used_through);
-        if self.adoption_second == now {
-            self.adoptions_in_second += 1;
-        } else {
-            self.adoption_second = now;
-            self.adoptions_in_second = 1;
-        }
     }
 
     /// Gives up the held node, if any, returning it for the caller's pool.
@@ -185,8 +179,9 @@ impl Generator {
     }
 
     /// Decides the next IDs for clock reading `now`: at least one and at most `max_ids`
-    /// consecutive sequences. `nodes_per_second` caps how many nodes may be adopted within one
-    /// second before the generator waits for the next one instead.
+    /// consecutive sequences. `nodes_per_second` caps how many nodes may issue IDs within one
+    /// second (a node carried over from the previous second counts) before the generator waits
+    /// for the next second instead of taking another.
     #[inline]
     pub fn next(&mut self, now: u64, nodes_per_second: u32, max_ids: u32) -> Result<Step, Refusal> {
         if now < self.window.first {
@@ -207,6 +202,12 @@ impl Generator {
         if opened_second {
             held.second = now;
             held.next_sequence = 0;
+            if self.budget_second == now {
+                self.nodes_in_second += 1;
+            } else {
+                self.budget_second = now;
+                self.nodes_in_second = 1;
+            }
         } else if held.next_sequence == SPENT {
             return Ok(self.node_wanted(now, nodes_per_second));
         }
@@ -218,7 +219,7 @@ impl Generator {
     }
 
     fn node_wanted(&mut self, now: u64, nodes_per_second: u32) -> Step {
-        if self.adoption_second == now && self.adoptions_in_second >= nodes_per_second {
+        if self.budget_second == now && self.nodes_in_second >= nodes_per_second {
             return Step::WaitUntil { second: now + 1 };
         }
         Step::NeedNode { release: self.release() }
@@ -242,7 +243,7 @@ mod tests {
 
     fn generator_with_node(node: u32, used_through: u64) -> Generator {
         let mut generator = Generator::new(Window::ALL);
-        generator.adopt(node, used_through, used_through + 1);
+        generator.adopt(node, used_through);
         generator
     }
 
@@ -292,7 +293,7 @@ mod tests {
             assert_eq!(issued(generator.next(T, UNLIMITED, 1).unwrap()).sequence, sequence);
         }
         assert_eq!(generator.next(T, UNLIMITED, 1), Ok(Step::NeedNode { release: Some(10) }));
-        generator.adopt(11, T - 3, T);
+        generator.adopt(11, T - 3);
         assert_eq!(issued(generator.next(T, UNLIMITED, 1).unwrap()), Parts { timestamp: T, node_id: 11, sequence: 0 });
     }
 
@@ -302,7 +303,7 @@ mod tests {
         let budget = 2;
         for node in [20, 21] {
             assert!(matches!(generator.next(T, budget, 1), Ok(Step::NeedNode { .. })));
-            generator.adopt(node, T - 1, T);
+            generator.adopt(node, T - 1);
             for _ in 0..=MAX_SEQUENCE {
                 issued(generator.next(T, budget, 1).unwrap());
             }
@@ -313,10 +314,21 @@ mod tests {
     }
 
     #[test]
+    fn a_node_carried_into_a_new_second_counts_against_the_budget() {
+        let mut generator = generator_with_node(20, T - 1);
+        issued(generator.next(T, 1, 1).unwrap());
+        for _ in 0..=MAX_SEQUENCE {
+            issued(generator.next(T + 1, 1, 1).unwrap());
+        }
+        assert_eq!(generator.next(T + 1, 1, 1), Ok(Step::WaitUntil { second: T + 2 }));
+        assert_eq!(generator.held_node(), Some(20));
+    }
+
+    #[test]
     fn seconds_outside_the_window_are_refused() {
         let window = Window::new(T, T + 10).unwrap();
         let mut generator = Generator::new(window);
-        generator.adopt(0, T - 1, T);
+        generator.adopt(0, T - 1);
         assert_eq!(generator.next(T - 1, UNLIMITED, 1), Err(Refusal::BeforeWindow { now: T - 1, first: T }));
         assert_eq!(generator.next(T + 11, UNLIMITED, 1), Err(Refusal::AfterWindow { now: T + 11, last: T + 10 }));
         assert!(generator.next(T + 10, UNLIMITED, 1).is_ok());
@@ -325,7 +337,7 @@ mod tests {
     #[test]
     fn a_renewed_window_issues_again_and_keeps_the_node() {
         let mut generator = Generator::new(Window::new(T, T + 1).unwrap());
-        generator.adopt(7, T - 1, T);
+        generator.adopt(7, T - 1);
         assert!(generator.next(T + 1, UNLIMITED, 1).is_ok());
         assert!(matches!(generator.next(T + 2, UNLIMITED, 1), Err(Refusal::AfterWindow { .. })));
         generator.set_last_second(T + 5).unwrap();
@@ -423,7 +435,7 @@ mod tests {
                 Ok(Step::NeedNode { release }) => {
                     pool.free.extend(release);
                     if let Some((node, used_through)) = pool.take(clock) {
-                        generator.adopt(node, used_through, clock);
+                        generator.adopt(node, used_through);
                     }
                 }
                 Ok(Step::WaitUntil { second }) => assert_eq!(second, clock + 1),

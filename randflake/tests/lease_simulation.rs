@@ -109,7 +109,7 @@ fn issue(memory: &mut Memory, backend: usize, now: u64, issued: &mut HashSet<(u6
                 });
                 let Some(node) = free else { return };
                 memory.held.insert(node);
-                generator.adopt(node, memory.used_through.get(&node).copied().unwrap_or(0), now);
+                generator.adopt(node, memory.used_through.get(&node).copied().unwrap_or(0));
             }
             Ok(Step::WaitUntil { .. }) | Err(Refusal::BeforeWindow { .. } | Refusal::AfterWindow { .. }) => return,
             Err(Refusal::ClockBehind { .. }) => return,

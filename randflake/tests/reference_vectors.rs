@@ -82,7 +82,7 @@ fn generator_reproduces_vectors_within_their_leases() {
         let sequence = number(case, "sequence") as u32;
         let mut generator = Generator::new(window);
         assert_eq!(generator.next(second, 1, 1), Ok(Step::NeedNode { release: None }));
-        generator.adopt(number(case, "node_id") as u32, window.first() - 1, second);
+        generator.adopt(number(case, "node_id") as u32, window.first() - 1);
         let mut last = None;
         for _ in 0..=sequence {
             match generator.next(second, 1, 1) {

@@ -42,7 +42,7 @@ fuzz_target!(|steps: Vec<(u8, u8, u8)>| {
                     Some(*node) != held && used_through.get(node).copied().unwrap_or(0) < now
                 });
                 if let Some(node) = free {
-                    generator.adopt(node, used_through.get(&node).copied().unwrap_or(0), now);
+                    generator.adopt(node, used_through.get(&node).copied().unwrap_or(0));
                     held = Some(node);
                 }
             }
