@@ -17,14 +17,16 @@ FUZZ_SECONDS ?= 600
 
 export PG_CONFIG PG_MAJOR VENV
 
-.PHONY: help deps build install demo demo-stop test unit pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install package install-package docs demo demo-stop test unit pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "make deps          install build and test prerequisites (idempotent)"
 	@echo "make install       build (release) and install the extension into $(PG_CONFIG)'s server"
+	@echo "make package       target/package/: a tarball of the installed files and a .deb (PostgreSQL $(PG_MAJOR))"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
-	@echo "make test          every suite: unit, #[pg_test], pg_regress, integration (scratch clusters)"
+	@echo "make test          every suite: unit, fuzz, #[pg_test], the package (its .deb installed), pg_regress, integration"
+	@echo "make docs          rewrite docs/sql-reference.md from the installed extension (make test checks it)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
 	@echo "make soak          load with kill -9, restarts and clock steps; SOAK_ARGS=\"--duration 600 --clients 32\""
@@ -39,6 +41,13 @@ build: deps
 install: deps
 	cargo pgrx install --release --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features
 
+package: deps
+	@tools/package.sh $(PG_CONFIG) $(PG_MAJOR)
+
+# Checks both artifacts and installs the .deb with dpkg, so that the server tests run on it.
+install-package: package
+	@tests/check-package.sh $(PG_CONFIG) $(PG_MAJOR)
+
 demo: install
 	@tools/demo.sh $(DEMO_DIR) $(DEMO_PORT)
 
@@ -47,12 +56,12 @@ demo-stop:
 	@echo "demo cluster removed"
 
 # `cargo pgrx test` replaces the installed library in place, so it runs before anything starts
-# a server that has the library loaded, and `install` then puts the release build back.
+# a server that has the library loaded; the package then puts the release build back.
 test: deps
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	$(MAKE) --no-print-directory pgtest
-	$(MAKE) --no-print-directory install
+	$(MAKE) --no-print-directory install-package
 	$(MAKE) --no-print-directory server-tests
 
 unit:
@@ -69,6 +78,9 @@ server-tests:
 	@PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
 	@tests/scratch-cluster.sh destroy $(SCRATCH)
 	$(VENV)/bin/pytest tests/integration
+
+docs: install
+	RANDFLAKE_WRITE_SQL_REFERENCE=1 $(VENV)/bin/pytest -q tests/integration/test_sql_reference.py
 
 installcheck:
 	tests/run-regress.sh

@@ -1,4 +1,5 @@
--- Comments and privileges for the objects randflake_pg creates. Runs last in the install script.
+-- Comments and privileges for the functions of release 0.1.0. Later releases' objects are made by
+-- their upgrade scripts, which the install script replays after this file.
 
 COMMENT ON FUNCTION @extschema@.randflake_next() IS
 'Returns a new Randflake ID: a bigint unique across every server that shares the secret and uses a disjoint node range, and unpredictable without the secret. Use as: id bigint PRIMARY KEY DEFAULT randflake_next().';
@@ -14,9 +15,3 @@ COMMENT ON FUNCTION @extschema@.randflake_from_string(text) IS
 
 -- Decoding reveals when and where a row was made: the very thing the secret hides.
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_decode(bigint) FROM PUBLIC;
-
-COMMENT ON FUNCTION @extschema@.randflake_status() IS
-'One row describing this server''s ID generation: node source (range, fleet, off), state (active, waiting for the clock to reach the lease, lease lapsed, standby, ...), the leased nodes and seconds, the high-water mark IDs may be issued through, nodes held and free, and counts since start-up of node switches (a node''s second used up), clock refusals and lease refusals. For superusers and pg_monitor.';
-
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_status() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;

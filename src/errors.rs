@@ -129,7 +129,7 @@ impl Error {
                 "The lease keeper has not renewed the lease in time; the server log and randflake_status() say why. Generation resumes by itself once it does.".into()
             }
             Self::NoLease { keeper: KeeperState::WaitingForLeaseTable } => format!(
-                "Run CREATE EXTENSION randflake_pg in database \"{}\" (set by randflake.database); in fleet mode, create randflake.fleet_lease_table there.",
+                "Run CREATE EXTENSION randflake_pg in database \"{}\" (set by randflake.database), or ALTER EXTENSION randflake_pg UPDATE if a version before 0.2.0 is installed there; in fleet mode, create randflake.fleet_lease_table there.",
                 gucs::database()
             )
             .into(),

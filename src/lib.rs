@@ -24,8 +24,24 @@ use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
-pgrx::extension_sql_file!("../sql/leases.sql", name = "leases");
-pgrx::extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", finalize);
+// The install script is the 0.1.0 functions and their comments, then every upgrade script since,
+// replayed in order: a fresh install and an updated one are built by the same SQL.
+pgrx::extension_sql_file!(
+    "../sql/bootstrap.sql",
+    name = "bootstrap",
+    requires = [
+        functions::randflake_next,
+        functions::randflake_decode,
+        functions::randflake_to_string,
+        functions::randflake_from_string
+    ]
+);
+pgrx::extension_sql_file!(
+    "../sql/randflake_pg--0.1.0--0.2.0.sql",
+    name = "upgrade_to_0_2_0",
+    requires = ["bootstrap", functions::randflake_status],
+    finalize
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Checks the artifacts of `make package` and installs the .deb with dpkg, so that the server
+# tests which follow in `make test` run on exactly what a DBA would install.
+# Usage: tests/check-package.sh <pg_config> <pg major>
+set -euo pipefail
+
+PG_CONFIG=$1
+PG_MAJOR=$2
+OUT=target/package
+fail() { echo "check-package: $*" >&2; exit 1; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+LIBDIR=$("$PG_CONFIG" --pkglibdir)
+EXTDIR=$("$PG_CONFIG" --sharedir)/extension
+
+# Every file a server needs, at the paths this pg_config names. Upgrade scripts are whatever
+# sql/ holds, so a release that forgets to ship one fails here.
+expected=("${LIBDIR#/}/randflake_pg.so" "${EXTDIR#/}/randflake_pg.control" "${EXTDIR#/}/randflake_pg--$VERSION.sql")
+for script in sql/randflake_pg--*--*.sql; do
+    expected+=("${EXTDIR#/}/$(basename "$script")")
+done
+
+# PGXN's metadata names the same release.
+python3 - "$VERSION" <<'PY' || fail "META.json does not describe release $VERSION"
+import json, sys
+meta = json.load(open("META.json"))
+version = sys.argv[1]
+assert meta["version"] == version and meta["provides"]["randflake_pg"]["version"] == version
+assert meta["meta-spec"]["version"] == "1.0.0"
+PY
+
+tarball=$(ls "$OUT"/randflake_pg-"$VERSION"-pg"$PG_MAJOR"-*.tar.gz) || fail "no tarball for $VERSION"
+deb=$(ls "$OUT"/postgresql-"$PG_MAJOR"-randflake-pg_"$VERSION"-1_*.deb) || fail "no .deb for $VERSION"
+tar_files=$(tar -tzf "$tarball")
+deb_files=$(dpkg-deb --contents "$deb" | awk '{print $NF}' | sed 's|^\./||')
+for file in "${expected[@]}"; do
+    grep -qx "$file" <<<"$tar_files" || fail "$tarball lacks $file"
+    grep -qx "$file" <<<"$deb_files" || fail "$deb lacks $file"
+done
+grep -q "^default_version = '$VERSION'" <(tar -xzOf "$tarball" "${EXTDIR#/}/randflake_pg.control") ||
+    fail "the packaged control file does not default to $VERSION"
+[ "$(dpkg-deb --field "$deb" Version)" = "$VERSION-1" ] || fail "$deb has the wrong version"
+dpkg-deb --field "$deb" Depends | grep -q "postgresql-$PG_MAJOR" || fail "$deb does not depend on postgresql-$PG_MAJOR"
+
+as_root dpkg -i "$deb" >/dev/null
+package=$(dpkg-deb --field "$deb" Package)
+for file in "${expected[@]}"; do
+    dpkg -L "$package" | grep -qx "/$file" || fail "dpkg does not list /$file as installed"
+    cmp -s "/$file" <(tar -xzOf "$tarball" "$file") || fail "/$file differs from the tarball's"
+done
+echo "check-package: $(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each; $package $VERSION-1 installed"

@@ -1,0 +1,126 @@
+"""What the extension put in a database, read back from the catalogs: every member object with
+its definition, comment and privileges (current and as recorded at install for pg_dump).
+
+The upgrade and dump/restore tests compare these between databases, and the SQL reference is
+generated from them, so none of them can drift from what `CREATE EXTENSION` really makes."""
+
+from __future__ import annotations
+
+import psycopg
+
+MEMBERS = """
+    SELECT d.classid::regclass::text AS catalog, d.objid, pg_describe_object(d.classid, d.objid, 0) AS name
+      FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+     WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'randflake_pg'
+"""
+
+
+def _acl(conn: psycopg.Connection, acl_sql: str, oid: int) -> list[str]:
+    """Privileges as sorted 'grantee:privilege' items, so the order of GRANTs does not matter."""
+    return [
+        row[0]
+        for row in conn.execute(
+            f"""SELECT coalesce(nullif(a.grantee::regrole::text, '-'), 'PUBLIC') || ':' || a.privilege_type
+                  FROM ({acl_sql}) src(acl), aclexplode(src.acl) a ORDER BY 1""",
+            (oid,),
+        )
+    ]
+
+
+def _initial_acl(conn: psycopg.Connection, catalog: str, oid: int) -> list[str]:
+    return _acl(
+        conn, f"SELECT initprivs FROM pg_init_privs WHERE classoid = '{catalog}'::regclass AND objoid = %s AND objsubid = 0", oid
+    )
+
+
+def _comment_and_owner(conn: psycopg.Connection, catalog: str, owner_column: str, oid: int) -> tuple:
+    return conn.execute(
+        f"SELECT obj_description(oid, '{catalog}'), {owner_column}::regrole::text FROM {catalog} WHERE oid = %s", (oid,)
+    ).fetchone()
+
+
+def _function(conn: psycopg.Connection, oid: int) -> dict:
+    row = conn.execute(
+        """SELECT pg_get_functiondef(p.oid), obj_description(p.oid, 'pg_proc'),
+                  p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
+                  p.provolatile, p.proisstrict, p.proparallel, p.prosecdef, p.proowner::regrole::text,
+                  p.pronamespace::regnamespace::text
+             FROM pg_proc p WHERE p.oid = %s""",
+        (oid,),
+    ).fetchone()
+    volatility = {"i": "IMMUTABLE", "s": "STABLE", "v": "VOLATILE"}[row[5]]
+    parallel = {"s": "SAFE", "r": "RESTRICTED", "u": "UNSAFE"}[row[7]]
+    acl_sql = (
+        "SELECT coalesce(proacl, acldefault('f', proowner)) FROM pg_proc WHERE oid = %s"
+    )
+    return {
+        "definition": row[0],
+        "comment": row[1],
+        "name": row[2],
+        "arguments": row[3],
+        "result": row[4],
+        "attributes": f"{volatility}{' STRICT' if row[6] else ''} PARALLEL {parallel}{' SECURITY DEFINER' if row[8] else ''}",
+        "owner": row[9],
+        "schema": row[10],
+        "acl": _acl(conn, acl_sql, oid),
+        "initial_acl": _initial_acl(conn, "pg_proc", oid),
+    }
+
+
+def _table(conn: psycopg.Connection, oid: int) -> dict:
+    columns = conn.execute(
+        """SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                  pg_get_expr(ad.adbin, ad.adrelid), col_description(a.attrelid, a.attnum)
+             FROM pg_attribute a LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+            WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum""",
+        (oid,),
+    ).fetchall()
+    constraints = conn.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s ORDER BY conname", (oid,)
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = %s ORDER BY 1", (oid,)
+    ).fetchall()
+    triggers = conn.execute(
+        "SELECT pg_get_triggerdef(oid), tgenabled FROM pg_trigger WHERE tgrelid = %s AND NOT tgisinternal ORDER BY 1",
+        (oid,),
+    ).fetchall()
+    comment, owner = _comment_and_owner(conn, "pg_class", "relowner", oid)
+    return {
+        "comment": comment,
+        "owner": owner,
+        "columns": [
+            {"name": c[0], "type": c[1], "not_null": c[2], "default": c[3], "comment": c[4]} for c in columns
+        ],
+        "constraints": constraints,
+        "indexes": [i[0] for i in indexes],
+        "triggers": triggers,
+        "acl": _acl(conn, "SELECT coalesce(relacl, acldefault('r', relowner)) FROM pg_class WHERE oid = %s", oid),
+        "initial_acl": _initial_acl(conn, "pg_class", oid),
+    }
+
+
+def _schema(conn: psycopg.Connection, oid: int) -> dict:
+    comment, owner = _comment_and_owner(conn, "pg_namespace", "nspowner", oid)
+    return {
+        "comment": comment,
+        "owner": owner,
+        "acl": _acl(conn, "SELECT coalesce(nspacl, acldefault('n', nspowner)) FROM pg_namespace WHERE oid = %s", oid),
+        "initial_acl": _initial_acl(conn, "pg_namespace", oid),
+    }
+
+
+DESCRIBERS = {"pg_proc": _function, "pg_class": _table, "pg_namespace": _schema}
+
+
+def extension_objects(conn: psycopg.Connection) -> dict:
+    """{'extension': ..., member name: description} for randflake_pg in this database."""
+    version, relocatable, schema, config = conn.execute(
+        """SELECT extversion, extrelocatable, extnamespace::regnamespace::text, extconfig
+             FROM pg_extension WHERE extname = 'randflake_pg'"""
+    ).fetchone()
+    objects = {"extension": {"version": version, "relocatable": relocatable, "schema": schema, "config": config}}
+    for catalog, oid, name in conn.execute(MEMBERS).fetchall():
+        assert catalog in DESCRIBERS, f"no description for {name} ({catalog}): teach extension_catalog.py"
+        objects[name] = DESCRIBERS[catalog](conn, oid)
+    return objects

@@ -1,0 +1,93 @@
+"""Upgrades: a database on the previous release, updated with ALTER EXTENSION, ends up with the
+same objects, comments and privileges as a fresh install, and its rows and IDs are untouched."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, sql_error, wait_for
+from extension_catalog import extension_objects
+
+PREVIOUS = "0.1.0"
+PREVIOUS_SCRIPT = ROOT / "tests" / "upgrade" / f"randflake_pg--{PREVIOUS}.sql"
+CURRENT = next(
+    line.split('"')[1] for line in (ROOT / "Cargo.toml").read_text().splitlines() if line.startswith("version = ")
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def previous_release_script():
+    """Puts the previous release's install script beside the installed extension, as a server
+    that ran that release has it, so that CREATE EXTENSION ... VERSION can install it."""
+    sharedir = subprocess.run(["pg_config", "--sharedir"], check=True, capture_output=True, text=True).stdout.strip()
+    installed = pathlib.Path(sharedir) / "extension" / PREVIOUS_SCRIPT.name
+    shutil.copyfile(PREVIOUS_SCRIPT, installed)
+    yield
+    installed.unlink()
+
+
+def ids_and_parts(conn) -> list[tuple]:
+    return conn.execute(
+        """SELECT o.id, o.note, randflake_to_string(o.id), extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+             FROM orders o, randflake_decode(o.id) d ORDER BY o.id"""
+    ).fetchall()
+
+
+def test_update_from_the_previous_release_equals_a_fresh_install(make_cluster):
+    cluster = make_cluster()
+    cluster.start()
+    with cluster.connect() as admin:
+        # The lease keeper's database runs the current release, so IDs flow in the others.
+        admin.execute("CREATE EXTENSION randflake_pg")
+        admin.execute("CREATE ROLE reporting")
+        admin.execute("CREATE DATABASE updated")
+        admin.execute("CREATE DATABASE fresh")
+
+    with cluster.connect("updated") as conn:
+        conn.execute(f"CREATE EXTENSION randflake_pg VERSION '{PREVIOUS}'")
+        old = extension_objects(conn)
+        assert old["extension"]["version"] == PREVIOUS
+        assert "function randflake_status()" not in old and "table randflake.node_leases" not in old
+        conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), note text)")
+        conn.execute("INSERT INTO orders (note) SELECT 'before ' || n FROM generate_series(1, 2000) n")
+        conn.execute("GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO reporting")
+        before = ids_and_parts(conn)
+
+        conn.execute("ALTER EXTENSION randflake_pg UPDATE")
+        updated = extension_objects(conn)
+        assert ids_and_parts(conn) == before
+        conn.execute("INSERT INTO orders (note) SELECT 'after ' || n FROM generate_series(1, 2000) n")
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM orders").fetchone() == (4000, 4000)
+        assert conn.execute("SELECT has_function_privilege('reporting', 'randflake_decode(bigint)', 'EXECUTE')").fetchone()[0]
+
+    with cluster.connect("fresh") as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO reporting")
+        fresh = extension_objects(conn)
+
+    assert fresh["extension"]["version"] == CURRENT
+    assert updated == fresh
+
+
+def test_the_keepers_database_on_the_previous_release_waits_for_the_update(make_cluster):
+    """The upgrade order the DBA guide gives: after the restart onto the new library, IDs wait
+    until the lease keeper's database is updated, and then flow without a restart."""
+    cluster = make_cluster()
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute(f"CREATE EXTENSION randflake_pg VERSION '{PREVIOUS}'")
+        error = sql_error(conn, "SELECT randflake_next()")
+        assert error.sqlstate == "55000"
+        assert "ALTER EXTENSION randflake_pg UPDATE" in error.diag.message_hint
+        conn.execute("ALTER EXTENSION randflake_pg UPDATE")
+        assert wait_for(
+            lambda: conn.execute("SELECT state FROM randflake_status()").fetchone()[0] == "active",
+            timeout=15,
+            what="the keeper to lease once the lease table exists",
+        )
+        assert conn.execute("SELECT count(DISTINCT randflake_next()) FROM generate_series(1, 1000)").fetchone()[0] == 1000
+

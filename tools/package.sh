@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the installable artifacts for one PostgreSQL major version into target/package/:
+#   randflake_pg-<version>-pg<major>-<arch>.tar.gz   the `cargo pgrx package` tree, unpacked over /
+#   postgresql-<major>-randflake-pg_<version>-1_<arch>.deb   the same files, built with dpkg-deb
+# Usage: tools/package.sh <pg_config> <pg major>
+set -euo pipefail
+
+PG_CONFIG=$1
+PG_MAJOR=$2
+OUT=target/package
+VERSION=$(cargo metadata --no-deps --format-version 1 |
+    python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "randflake_pg"))')
+ARCH=$(dpkg --print-architecture)
+TREE=$OUT/root
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+cargo pgrx package --pg-config "$PG_CONFIG" --features "pg$PG_MAJOR" --no-default-features --out-dir "$TREE"
+
+# Debian ships libraries without their debugging symbols; so do both artifacts.
+find "$TREE" -name '*.so' -exec strip --strip-unneeded {} +
+
+# Documentation travels with both artifacts, in Debian's place for it.
+DOC=$TREE/usr/share/doc/postgresql-$PG_MAJOR-randflake-pg
+mkdir -p "$DOC"
+cp README.md LICENSE "$DOC/"
+cp -r docs "$DOC/"
+
+TARBALL=$OUT/randflake_pg-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
+tar --owner=0 --group=0 --sort=name -czf "$TARBALL" -C "$TREE" usr
+
+DEB_NAME=postgresql-$PG_MAJOR-randflake-pg
+DEB_TREE=$OUT/deb
+cp -a "$TREE" "$DEB_TREE"
+mkdir -p "$DEB_TREE/DEBIAN"
+# Debian wants the copyright file under that name; the .so's shared-library needs come from
+# dpkg-shlibdeps when it is available, and libc6 otherwise.
+mv "$DEB_TREE/usr/share/doc/$DEB_NAME/LICENSE" "$DEB_TREE/usr/share/doc/$DEB_NAME/copyright"
+SHLIBS=libc6
+if command -v dpkg-shlibdeps >/dev/null; then
+    mkdir -p "$OUT/shlibs/debian" && touch "$OUT/shlibs/debian/control"
+    SO=$(find "$DEB_TREE" -name 'randflake_pg.so' -printf '%P\n')
+    SHLIBS=$(cd "$OUT/shlibs" && dpkg-shlibdeps -O "../deb/$SO" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+fi
+cat >"$DEB_TREE/DEBIAN/control" <<EOF
+Package: $DEB_NAME
+Version: $VERSION-1
+Architecture: $ARCH
+Maintainer: The randflake_pg developers
+Depends: postgresql-$PG_MAJOR, $SHLIBS
+Section: database
+Priority: optional
+Installed-Size: $(du -sk "$DEB_TREE/usr" | cut -f1)
+Description: Randflake IDs for PostgreSQL $PG_MAJOR
+ unique, unpredictable 64-bit row IDs generated in the database:
+ id bigint PRIMARY KEY DEFAULT randflake_next(). IDs are unique across a
+ fleet of servers through leased node ranges and decodable only with the
+ 16-byte secret. Must be listed in shared_preload_libraries.
+EOF
+DEB=$OUT/${DEB_NAME}_$VERSION-1_$ARCH.deb
+dpkg-deb --root-owner-group --build "$DEB_TREE" "$DEB" >/dev/null
+rm -rf "$DEB_TREE" "$OUT/shlibs"
+
+echo "package: $TARBALL"
+echo "package: $DEB"
