@@ -12,7 +12,7 @@ SELECT p.oid::regprocedure AS function,
   FROM pg_proc p
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'randflake_pg'
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 -- IDs are distinct and decode to this second, a node of the configured range, a valid sequence.
 CREATE TABLE things (id bigint PRIMARY KEY DEFAULT randflake_next(), payload int);
