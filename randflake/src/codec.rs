@@ -14,13 +14,22 @@ pub const MAX_STRING_LEN: usize = 13;
 /// Why a string is not the canonical form of an ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParseIdError {
+    /// The empty string.
     Empty,
     /// More than [`MAX_STRING_LEN`] characters.
-    TooLong { length: usize },
+    TooLong {
+        /// The string's length in characters.
+        length: usize,
+    },
     /// A `0` before other digits.
     LeadingZero,
     /// A character outside `0-9a-v`, at a character (not byte) position counted from 0.
-    InvalidCharacter { character: char, position: usize },
+    InvalidCharacter {
+        /// The offending character.
+        character: char,
+        /// Its position, in characters from 0.
+        position: usize,
+    },
     /// Thirteen digits whose value exceeds 2^64 − 1.
     Overflow,
 }
@@ -56,6 +65,7 @@ pub struct IdString {
 }
 
 impl IdString {
+    /// The string form, 1 to [`MAX_STRING_LEN`] characters of `0-9a-v`.
     pub fn as_str(&self) -> &str {
         // Every byte comes from ALPHABET, which is ASCII.
         core::str::from_utf8(&self.digits[self.start..]).expect("alphabet is ASCII")
@@ -75,6 +85,14 @@ impl fmt::Debug for IdString {
 }
 
 /// Encodes a signed ID by its unsigned 64-bit value.
+///
+/// ```
+/// use randflake::codec;
+///
+/// assert_eq!(codec::encode(4594531474933654033).as_str(), "3vgoe12ccb8gh");
+/// assert_eq!(codec::encode(-1).to_string(), "fvvvvvvvvvvvv");
+/// assert_eq!(codec::encode(0).as_str(), "0");
+/// ```
 pub fn encode(id: i64) -> IdString {
     let mut value = id as u64;
     let mut digits = [b'0'; MAX_STRING_LEN];
@@ -99,6 +117,18 @@ fn digit_value(byte: u8) -> Option<u64> {
 }
 
 /// Parses the canonical string form back into the signed ID.
+///
+/// Only what [`encode`] produces is accepted: lower-case digits `0-9a-v`, no leading zero, no
+/// white space, sign or padding, and a value that fits in 64 bits.
+///
+/// ```
+/// use randflake::codec::{self, ParseIdError};
+///
+/// assert_eq!(codec::decode("3vgoe12ccb8gh"), Ok(4594531474933654033));
+/// assert_eq!(codec::decode("fvvvvvvvvvvvv"), Ok(-1));
+/// assert_eq!(codec::decode("0v").unwrap_err(), ParseIdError::LeadingZero);
+/// assert_eq!(codec::decode("3VGOE12CCB8GH").unwrap_err(), ParseIdError::InvalidCharacter { character: 'V', position: 1 });
+/// ```
 pub fn decode(text: &str) -> Result<i64, ParseIdError> {
     if text.is_empty() {
         return Err(ParseIdError::Empty);

@@ -25,7 +25,9 @@ pub struct Window {
 /// A window that is empty or reaches outside the seconds an ID can carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InvalidWindow {
+    /// The first second asked for.
     pub first: u64,
+    /// The last second asked for.
     pub last: u64,
 }
 
@@ -45,6 +47,18 @@ impl Window {
     /// Every second an ID can carry.
     pub const ALL: Window = Window { first: EPOCH_SECOND, last: MAX_SECOND };
 
+    /// The seconds `first..=last`.
+    ///
+    /// # Errors
+    /// If the range is empty or reaches outside `EPOCH_SECOND..=MAX_SECOND`.
+    ///
+    /// ```
+    /// use randflake::Window;
+    ///
+    /// let lease = Window::new(1_800_000_000, 1_800_000_599).unwrap();
+    /// assert_eq!((lease.first(), lease.last()), (1_800_000_000, 1_800_000_599));
+    /// assert!(Window::new(1_800_000_000, 1_799_999_999).is_err());
+    /// ```
     pub fn new(first: u64, last: u64) -> Result<Self, InvalidWindow> {
         if EPOCH_SECOND <= first && first <= last && last <= MAX_SECOND {
             Ok(Self { first, last })
@@ -53,10 +67,12 @@ impl Window {
         }
     }
 
+    /// The first second in the window.
     pub fn first(&self) -> u64 {
         self.first
     }
 
+    /// The last second in the window (inclusive).
     pub fn last(&self) -> u64 {
         self.last
     }
@@ -69,24 +85,54 @@ pub enum Step {
     /// same second and node. `opened_second` is true when they are the first of a second on
     /// this node: the caller records `first.timestamp` as the node's used-through second before
     /// handing any out, so a later holder of the node skips that second.
-    Issued { first: Parts, count: u32, opened_second: bool },
+    Issued {
+        /// The parts of the first ID of the run.
+        first: Parts,
+        /// How many consecutive sequences the run holds, at least 1.
+        count: u32,
+        /// True when the run starts a new second on this node.
+        opened_second: bool,
+    },
     /// The generator holds no node with sequences left in this second. The caller returns
     /// `release` (if any) to its pool, obtains a node whose used-through second is before
     /// `now`, passes it to [`Generator::adopt`] and calls [`Generator::next`] again.
-    NeedNode { release: Option<u32> },
+    NeedNode {
+        /// The node the generator gave up, to go back to the caller's pool.
+        release: Option<u32>,
+    },
     /// The per-second node budget is spent: call again once the clock reads `second`.
     /// The held node is kept, and its sequences restart then.
-    WaitUntil { second: u64 },
+    WaitUntil {
+        /// The Unix second to wait for.
+        second: u64,
+    },
 }
 
 /// Why no ID can be issued at this clock reading. The generator's state is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    BeforeWindow { now: u64, first: u64 },
-    AfterWindow { now: u64, last: u64 },
+    /// The clock reads before the window's first second (a lease not started yet).
+    BeforeWindow {
+        /// The clock reading.
+        now: u64,
+        /// The window's first second.
+        first: u64,
+    },
+    /// The clock reads past the window's last second (a lease that ran out).
+    AfterWindow {
+        /// The clock reading.
+        now: u64,
+        /// The window's last second.
+        last: u64,
+    },
     /// The clock reads earlier than a second already used by this generator or by the previous
     /// holder of its node.
-    ClockBehind { now: u64, used: u64 },
+    ClockBehind {
+        /// The clock reading.
+        now: u64,
+        /// The latest second already used.
+        used: u64,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -121,6 +167,23 @@ struct HeldNode {
 }
 
 /// Issues `Parts` for a stream of clock readings, switching nodes when a second runs dry.
+///
+/// See the [crate documentation](crate#generating-ids-in-an-application) for the rules a caller
+/// must keep, and the `generate` example for a complete loop.
+///
+/// ```
+/// use randflake::{Generator, Parts, Step, Window};
+///
+/// let t = 1_800_000_000;
+/// let mut generator = Generator::new(Window::ALL);
+/// assert_eq!(generator.next(t, 1, 1), Ok(Step::NeedNode { release: None }));
+/// generator.adopt(5, t - 1);
+/// assert_eq!(
+///     generator.next(t, 1, 100),
+///     Ok(Step::Issued { first: Parts::new(t, 5, 0).unwrap(), count: 100, opened_second: true }),
+/// );
+/// assert_eq!(generator.held_node(), Some(5));
+/// ```
 #[derive(Debug)]
 pub struct Generator {
     window: Window,
@@ -135,6 +198,7 @@ pub struct Generator {
 const SPENT: u32 = MAX_SEQUENCE + 1;
 
 impl Generator {
+    /// A generator that issues only within `window` and holds no node yet.
     pub fn new(window: Window) -> Self {
         Self {
             window,

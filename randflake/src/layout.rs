@@ -6,8 +6,11 @@ use core::fmt;
 /// Unix second at which the Randflake timestamp field is zero (2024-10-27T03:33:20Z).
 pub const EPOCH_SECOND: u64 = 1_730_000_000;
 
+/// Width of the timestamp field: seconds since [`EPOCH_SECOND`].
 pub const TIMESTAMP_BITS: u32 = 30;
+/// Width of the node field.
 pub const NODE_BITS: u32 = 17;
+/// Width of the sequence field.
 pub const SEQUENCE_BITS: u32 = 17;
 
 /// Highest node id: 131071.
@@ -31,8 +34,11 @@ pub struct Parts {
 /// A field that does not fit its place in the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutError {
+    /// A Unix second outside `EPOCH_SECOND..=MAX_SECOND`.
     TimestampOutOfRange(u64),
+    /// A node id above [`MAX_NODE`].
     NodeOutOfRange(u32),
+    /// A sequence above [`MAX_SEQUENCE`].
     SequenceOutOfRange(u32),
 }
 
@@ -55,6 +61,13 @@ impl std::error::Error for LayoutError {}
 
 impl Parts {
     /// Checks each field against its width.
+    ///
+    /// ```
+    /// use randflake::{layout::LayoutError, Parts, MAX_NODE};
+    ///
+    /// assert!(Parts::new(1733706297, 42, 1).is_ok());
+    /// assert_eq!(Parts::new(1733706297, MAX_NODE + 1, 0), Err(LayoutError::NodeOutOfRange(131072)));
+    /// ```
     pub fn new(timestamp: u64, node_id: u32, sequence: u32) -> Result<Self, LayoutError> {
         if !(EPOCH_SECOND..=MAX_SECOND).contains(&timestamp) {
             return Err(LayoutError::TimestampOutOfRange(timestamp));
@@ -68,7 +81,13 @@ impl Parts {
         Ok(Self { timestamp, node_id, sequence })
     }
 
-    /// Packs the fields into the unencrypted 64-bit value.
+    /// Packs the fields into the unencrypted 64-bit value:
+    /// `(timestamp - EPOCH_SECOND) << 34 | node_id << 17 | sequence`.
+    ///
+    /// ```
+    /// # use randflake::Parts;
+    /// assert_eq!(Parts::new(1733706297, 42, 1).unwrap().to_raw(), 63673697622556673);
+    /// ```
     #[inline]
     pub fn to_raw(self) -> u64 {
         ((self.timestamp - EPOCH_SECOND) << (NODE_BITS + SEQUENCE_BITS))

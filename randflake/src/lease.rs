@@ -18,9 +18,13 @@ use crate::layout::MAX_SECOND;
 /// One lease of nodes `first_node..=last_node` for the seconds `start..=end`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lease {
+    /// First node of the block.
     pub first_node: u32,
+    /// Last node of the block (inclusive).
     pub last_node: u32,
+    /// First Unix second of the lease.
     pub start: u64,
+    /// Last Unix second of the lease (inclusive).
     pub end: u64,
     /// Last second in which IDs may have been issued under this lease; `start - 1` means none.
     pub used_through: u64,
@@ -52,6 +56,21 @@ impl Terms {
     /// The lease to take now for a block whose earlier leases ended at `latest_end` at the
     /// latest (`None`: the block was never leased). It starts at the first second after that
     /// end, or now if that is later. `None` when that second is past what an ID can carry.
+    ///
+    /// ```
+    /// use randflake::{Terms, Window};
+    ///
+    /// let terms = Terms { length: 600, high_water_lead: Some(10) };
+    /// let now = 1_800_000_000;
+    /// // Nodes 0..=9 were last leased until now + 60 (the clock stepped back since): the new
+    /// // lease waits for that one to end.
+    /// let lease = terms.new_lease(0, 9, now, Some(now + 60)).unwrap();
+    /// assert_eq!((lease.start, lease.end), (now + 61, now + 660));
+    /// assert!(!lease.allows(now));
+    /// // A generator for this lease issues only in the seconds the high-water mark covers.
+    /// let window = Window::new(lease.start, lease.issuable_through()).unwrap();
+    /// assert_eq!(window.last(), now + 71);
+    /// ```
     pub fn new_lease(&self, first_node: u32, last_node: u32, now: u64, latest_end: Option<u64>) -> Option<Lease> {
         let start = latest_end.map_or(now, |end| now.max(end + 1));
         if start > MAX_SECOND {

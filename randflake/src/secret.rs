@@ -23,15 +23,30 @@ pub struct Secret([u8; 16]);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretError {
     /// Not exactly 32 characters (after trimming surrounding white space, for key files).
-    WrongLength { length: usize },
-    /// A character that is not a hexadecimal digit, at this 0-based character position.
-    NotHex { position: usize },
+    WrongLength {
+        /// The length found, in characters.
+        length: usize,
+    },
+    /// A character that is not a hexadecimal digit.
+    NotHex {
+        /// Its 0-based character position.
+        position: usize,
+    },
     /// The key file could not be opened or read; carries the OS error text, not the content.
-    Unreadable { reason: String },
+    Unreadable {
+        /// The operating system's description of the failure.
+        reason: String,
+    },
     /// The key file is larger than any key file can be.
-    FileTooLarge { bytes: u64 },
+    FileTooLarge {
+        /// The file's size.
+        bytes: u64,
+    },
     /// The key file can be read by its group or by everybody (Unix permission bits).
-    FileTooOpen { mode: u32 },
+    FileTooOpen {
+        /// The file's permission bits.
+        mode: u32,
+    },
 }
 
 impl fmt::Display for SecretError {
@@ -61,11 +76,25 @@ impl fmt::Display for SecretError {
 impl std::error::Error for SecretError {}
 
 impl Secret {
+    /// Uses 16 bytes as the secret, in the order the hex form spells them.
+    ///
+    /// A new secret should come from a cryptographically secure random source, for example
+    /// `openssl rand -hex 16`, and then never change.
     pub fn from_bytes(bytes: [u8; 16]) -> Self {
         Self(bytes)
     }
 
     /// Parses exactly 32 hex digits, either case, with nothing around them.
+    ///
+    /// ```
+    /// use randflake::{Secret, SecretError};
+    ///
+    /// let secret = Secret::from_hex("DFFD6021BB2BD5B0AF676290809EC3A5").unwrap();
+    /// assert_eq!(secret.as_bytes()[0], 0xdf);
+    /// assert_eq!(Secret::from_hex("dffd"), Err(SecretError::WrongLength { length: 4 }));
+    /// // Neither errors nor `Debug` show the key.
+    /// assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+    /// ```
     pub fn from_hex(text: &str) -> Result<Self, SecretError> {
         let length = text.chars().count();
         if length != SECRET_HEX_LEN || text.len() != SECRET_HEX_LEN {
@@ -104,6 +133,7 @@ impl Secret {
         parsed
     }
 
+    /// The 16 key bytes, as SPARX-64/128 takes them.
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }

@@ -9,10 +9,15 @@ use core::ops::BitXor;
 /// Blocks a [`Wide`] word holds.
 pub const LANES: usize = 16;
 
+/// The operations SPARX needs on 16-bit words, lane by lane.
 pub trait Word: Copy + BitXor<Output = Self> {
+    /// The same value in every lane.
     fn splat(value: u16) -> Self;
+    /// Lane-wise addition modulo 2^16.
     fn wrapping_add(self, other: Self) -> Self;
+    /// Lane-wise subtraction modulo 2^16.
     fn wrapping_sub(self, other: Self) -> Self;
+    /// Lane-wise left rotation by `bits` (1 to 15).
     fn rotate_left(self, bits: u32) -> Self;
 }
 
@@ -49,6 +54,7 @@ mod wide {
     pub struct Wide([__m128i; 2]);
 
     impl Wide {
+        /// Loads sixteen lanes.
         #[inline(always)]
         pub fn from_array(lanes: [u16; LANES]) -> Self {
             // SAFETY: SSE2 is always available on x86-64; the loads are unaligned loads of
@@ -61,6 +67,7 @@ mod wide {
             }
         }
 
+        /// Stores the sixteen lanes.
         #[inline(always)]
         pub fn to_array(self) -> [u16; LANES] {
             let mut lanes = [0u16; LANES];
@@ -129,9 +136,11 @@ mod wide {
     pub struct Wide([u16; LANES]);
 
     impl Wide {
+        /// Loads sixteen lanes.
         pub fn from_array(lanes: [u16; LANES]) -> Self {
             Self(lanes)
         }
+        /// Stores the sixteen lanes.
         pub fn to_array(self) -> [u16; LANES] {
             self.0
         }
