@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the artifacts of `make package` and installs the .deb with dpkg, so that the server
-# tests which follow in `make test` run on exactly what a DBA would install.
+# tests which follow in `make test` run on exactly what a DBA would install. Also checks that
+# the randflake crate packages for crates.io and builds from its package alone.
 # Usage: tests/check-package.sh <pg_config> <pg major>
 set -euo pipefail
 
@@ -49,4 +50,14 @@ for file in "${expected[@]}"; do
     dpkg -L "$package" | grep -qx "/$file" || fail "dpkg does not list /$file as installed"
     cmp -s "/$file" <(tar -xzOf "$tarball" "$file") || fail "/$file differs from the tarball's"
 done
-echo "check-package: $(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each; $package $VERSION-1 installed"
+# The crate: its package holds the license, the README and the vectors its tests read, not the
+# fuzz crate, and `cargo package` builds it from the packaged files alone.
+cmp -s LICENSE randflake/LICENSE || fail "randflake/LICENSE is not a copy of LICENSE"
+crate_files=$(cargo package -p randflake --allow-dirty --list)
+for file in LICENSE README.md Cargo.toml src/lib.rs tests/data/reference_vectors.json examples/decode.rs; do
+    grep -qx "$file" <<<"$crate_files" || fail "the randflake crate package lacks $file"
+done
+! grep -q '^fuzz/' <<<"$crate_files" || fail "the randflake crate package holds fuzz/"
+cargo package -p randflake --allow-dirty --quiet || fail "the randflake crate does not build from its package"
+
+echo "check-package: $(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each; $package $VERSION-1 installed; the randflake crate packages"
