@@ -22,7 +22,7 @@ export PG_CONFIG PG_MAJOR VENV
 help:
 	@echo "make deps          install build and test prerequisites (idempotent)"
 	@echo "make install       build (release) and install the extension into $(PG_CONFIG)'s server"
-	@echo "make package       target/package/: a tarball of the installed files and a .deb (PostgreSQL $(PG_MAJOR))"
+	@echo "make package       target/dist/: a tarball of the installed files and a .deb (PostgreSQL $(PG_MAJOR))"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
 	@echo "make test          every suite: unit, fuzz, #[pg_test], the package (its .deb installed), pg_regress, integration"

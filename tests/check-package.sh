@@ -7,7 +7,7 @@ set -euo pipefail
 
 PG_CONFIG=$1
 PG_MAJOR=$2
-OUT=target/package
+OUT=target/dist
 fail() { echo "check-package: $*" >&2; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

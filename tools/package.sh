@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the installable artifacts for one PostgreSQL major version into target/package/:
+# Builds the installable artifacts for one PostgreSQL major version into target/dist/:
 #   randflake_pg-<version>-pg<major>-<arch>.tar.gz   the `cargo pgrx package` tree, unpacked over /
 #   postgresql-<major>-randflake-pg_<version>-1_<arch>.deb   the same files, built with dpkg-deb
 # Usage: tools/package.sh <pg_config> <pg major>
@@ -7,7 +7,7 @@ set -euo pipefail
 
 PG_CONFIG=$1
 PG_MAJOR=$2
-OUT=target/package
+OUT=target/dist
 VERSION=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "randflake_pg"))')
 ARCH=$(dpkg --print-architecture)
