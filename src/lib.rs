@@ -25,7 +25,9 @@ use pgrx::prelude::*;
 ::pgrx::pg_module_magic!(name, version);
 
 // The install script is the 0.1.0 functions and their comments, then every upgrade script since,
-// replayed in order: a fresh install and an updated one are built by the same SQL.
+// replayed in order: a fresh install and an updated one are built by the same SQL. A release
+// that changes a function an earlier script (re)defines must reconcile the two there;
+// tests/integration/test_upgrade.py fails until a fresh install equals an updated one.
 pgrx::extension_sql_file!(
     "../sql/bootstrap.sql",
     name = "bootstrap",
