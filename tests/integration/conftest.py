@@ -30,6 +30,11 @@ def _owner_ids() -> tuple[int, int]:
     return os.getuid(), os.getgid()
 
 
+def pg_config(option: str) -> str:
+    """A directory of the PostgreSQL installation the tests run against, e.g. pg_config("--bindir")."""
+    return subprocess.run(["pg_config", option], check=True, capture_output=True, text=True).stdout.strip()
+
+
 def write_server_file(path: pathlib.Path, content: str, mode: int = 0o600) -> None:
     """Writes a file the server's user owns, with exactly `mode`."""
     path.write_text(content)

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import Cluster, write_server_file
+from conftest import Cluster, pg_config, write_server_file
 
 LIBFAKETIME = pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SHIM_SOURCE = r"""
@@ -103,7 +103,7 @@ class FakeClock:
 def start_under_fake_clock(cluster: Cluster, clock: FakeClock) -> None:
     """Starts the server with libfaketime in every process (pg_ctl too, so that its check of the
     postmaster's start time agrees with the postmaster's clock)."""
-    bindir = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
+    bindir = pg_config("--bindir")
     command = ["env", *clock.environment(), f"{bindir}/pg_ctl", "-D", str(cluster.dir)]
     command += ["-l", str(cluster.dir / "server.log"), "-w", "-t", "60", "start"]
     if os.getuid() == 0:

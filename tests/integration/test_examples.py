@@ -24,9 +24,8 @@ import sys
 
 import pytest
 
-from conftest import decoded_ids
+from conftest import ROOT, decoded_ids
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYTHON_EXAMPLES = ROOT / "examples" / "python"
 EXAMPLES = ["python", "rust"]
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import sql_error, wait_for
+from conftest import pg_config, sql_error, status, wait_for
 from extension_catalog import extension_objects
 
 
 def pg_tool(cluster, tool: str, *args: str) -> None:
-    bindir = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
     subprocess.run(
-        [f"{bindir}/{tool}", "-h", str(cluster.dir), "-p", str(cluster.port), "-U", "postgres", *args],
+        [f"{pg_config('--bindir')}/{tool}", "-h", str(cluster.dir), "-p", str(cluster.port), "-U", "postgres", *args],
         check=True,
         capture_output=True,
         text=True,
@@ -92,7 +91,7 @@ def test_drop_extension_and_create_it_again(make_cluster):
         # A new extension: its own objects and default privileges, not the dropped one's grants.
         assert extension_objects(conn) == fresh
         wait_for(
-            lambda: conn.execute("SELECT state FROM randflake_status()").fetchone()[0] == "active",
+            lambda: status(conn)["state"] == "active",
             timeout=20,
             what="a lease in the re-created lease table",
         )

@@ -20,7 +20,7 @@ import time
 import psycopg
 import pytest
 
-from conftest import SCRIPT, Cluster, decoded_ids, sql_error, status, write_server_file
+from conftest import SCRIPT, Cluster, decoded_ids, pg_config, sql_error, status, write_server_file
 
 TABLE = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT randflake_next(), origin text NOT NULL)"
 
@@ -35,7 +35,7 @@ def make_standby(make_cluster, primary: Cluster, *settings: str) -> Cluster:
     The copy includes the primary's randflake.key, so both servers share the secret."""
     standby = make_cluster()  # for its port, its directory and its clean-up; the contents go
     subprocess.run([SCRIPT, "destroy", standby.dir], check=True)
-    bindir = subprocess.run(["pg_config", "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
+    bindir = pg_config("--bindir")
     subprocess.run(
         as_owner(
             [

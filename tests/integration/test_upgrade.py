@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pathlib
 import shutil
-import subprocess
 
 import pytest
 
-from conftest import ROOT, sql_error, wait_for
+from conftest import ROOT, pg_config, sql_error, status, wait_for
 from extension_catalog import extension_objects
 
 PREVIOUS = "0.1.0"
@@ -23,8 +22,7 @@ CURRENT = next(
 def previous_release_script():
     """Puts the previous release's install script beside the installed extension, as a server
     that ran that release has it, so that CREATE EXTENSION ... VERSION can install it."""
-    sharedir = subprocess.run(["pg_config", "--sharedir"], check=True, capture_output=True, text=True).stdout.strip()
-    installed = pathlib.Path(sharedir) / "extension" / PREVIOUS_SCRIPT.name
+    installed = pathlib.Path(pg_config("--sharedir")) / "extension" / PREVIOUS_SCRIPT.name
     shutil.copyfile(PREVIOUS_SCRIPT, installed)
     yield
     installed.unlink()
@@ -85,7 +83,7 @@ def test_the_keepers_database_on_the_previous_release_waits_for_the_update(make_
         assert "ALTER EXTENSION randflake_pg UPDATE" in error.diag.message_hint
         conn.execute("ALTER EXTENSION randflake_pg UPDATE")
         assert wait_for(
-            lambda: conn.execute("SELECT state FROM randflake_status()").fetchone()[0] == "active",
+            lambda: status(conn)["state"] == "active",
             timeout=15,
             what="the keeper to lease once the lease table exists",
         )
