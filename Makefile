@@ -8,6 +8,13 @@ SCRATCH     ?= /tmp/randflake_pg-scratch
 TEST_PORT   ?= 55433
 DEMO_DIR    ?= /tmp/randflake_pg-demo
 DEMO_PORT   ?= 55434
+SENTINEL_DIR  ?= /tmp/randflake_pg-sentinel
+SENTINEL_PORT ?= 55436
+# The suites' own copy of the PostgreSQL installation (tools/stage-postgres.sh): every test
+# server runs from it, so no test writes where running servers load their files from.
+STAGE        ?= $(CURDIR)/target/stage/pg$(PG_MAJOR)
+STAGE_BINDIR  = $(STAGE)$(shell $(PG_CONFIG) --bindir 2>/dev/null)
+STAGED        = PG_CONFIG=$(STAGE_BINDIR)/pg_config PATH=$(STAGE_BINDIR):$$PATH
 BENCH_DIR   ?= /tmp/randflake_pg-bench
 BENCH_PORT  ?= 55435
 # Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
@@ -17,7 +24,7 @@ FUZZ_SECONDS ?= 600
 
 export PG_CONFIG PG_MAJOR VENV
 
-.PHONY: help deps build install package install-package docs demo demo-stop test unit pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install stage package install-package docs demo demo-stop test unit pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "make deps          install build and test prerequisites (idempotent)"
@@ -25,7 +32,8 @@ help:
 	@echo "make package       target/dist/: a tarball of the installed files and a .deb (PostgreSQL $(PG_MAJOR))"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
-	@echo "make test          every suite: unit, fuzz, #[pg_test], the package (its .deb installed), pg_regress, integration"
+	@echo "make test          every suite: unit, fuzz, #[pg_test], the package, pg_regress, integration, on a private copy of"
+	@echo "                   PostgreSQL; a server running on the installed library meanwhile must come through unharmed"
 	@echo "make docs          rewrite docs/sql-reference.md from the installed extension (make test checks it)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
@@ -44,9 +52,12 @@ install: deps
 package: deps
 	@tools/package.sh $(PG_CONFIG) $(PG_MAJOR)
 
-# Checks both artifacts and installs the .deb with dpkg, so that the server tests run on it.
-install-package: package
-	@tests/check-package.sh $(PG_CONFIG) $(PG_MAJOR)
+stage:
+	@tools/stage-postgres.sh $(PG_CONFIG) $(STAGE)
+
+# Checks both artifacts and unpacks the .deb into the stage, so that the server tests run on it.
+install-package: package stage
+	@tests/check-package.sh $(PG_CONFIG) $(PG_MAJOR) $(STAGE)
 
 demo: install
 	@tools/demo.sh $(DEMO_DIR) $(DEMO_PORT)
@@ -55,29 +66,32 @@ demo-stop:
 	@tests/scratch-cluster.sh destroy $(DEMO_DIR)
 	@echo "demo cluster removed"
 
-# `cargo pgrx test` replaces the installed library in place, so it runs before anything starts
-# a server that has the library loaded; the package then puts the release build back.
+# The sentinel is a server on the installed library, started before the suites and checked after
+# them and after installing a different build (a debug one) over it: same postmaster, no crash.
 test: deps
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
-	$(MAKE) --no-print-directory pgtest
-	$(MAKE) --no-print-directory install-package
-	$(MAKE) --no-print-directory server-tests
+	$(MAKE) --no-print-directory install
+	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
+	$(MAKE) --no-print-directory pgtest install-package server-tests || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+	cargo pgrx install --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features
+	@tests/sentinel.sh check $(SENTINEL_DIR)
+	$(MAKE) --no-print-directory install
 
 unit:
 	cargo test -p randflake
 
-pgtest:
-	cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest
+pgtest: stage
+	PGRX_HOME=$(STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest
 
 server-tests:
-	@tests/scratch-cluster.sh destroy $(SCRATCH)
-	@tests/scratch-cluster.sh init $(SCRATCH) $(TEST_PORT)
-	@tests/scratch-cluster.sh start $(SCRATCH)
-	@psql -h $(SCRATCH) -p $(TEST_PORT) -U postgres -d postgres -qc 'CREATE EXTENSION randflake_pg'
-	@PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
-	@tests/scratch-cluster.sh destroy $(SCRATCH)
-	$(VENV)/bin/pytest tests/integration
+	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)
+	@$(STAGED) tests/scratch-cluster.sh init $(SCRATCH) $(TEST_PORT)
+	@$(STAGED) tests/scratch-cluster.sh start $(SCRATCH)
+	@$(STAGED) psql -h $(SCRATCH) -p $(TEST_PORT) -U postgres -d postgres -qc 'CREATE EXTENSION randflake_pg'
+	@$(STAGED) PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
+	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)
+	$(STAGED) $(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
 
 docs: install
 	RANDFLAKE_WRITE_SQL_REFERENCE=1 $(VENV)/bin/pytest -q tests/integration/test_sql_reference.py

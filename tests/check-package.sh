@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Checks the artifacts of `make package` and installs the .deb with dpkg, so that the server
-# tests which follow in `make test` run on exactly what a DBA would install. Also checks that
-# the randflake crate packages for crates.io and builds from its package alone.
-# Usage: tests/check-package.sh <pg_config> <pg major>
+# Checks the artifacts of `make package`, checks that dpkg would install the .deb here, and
+# unpacks it into the test suites' copy of PostgreSQL (tools/stage-postgres.sh), so that the
+# server tests which follow in `make test` run on exactly what a DBA would install. Also checks
+# that the randflake crate packages for crates.io and builds from its package alone.
+# Usage: tests/check-package.sh <pg_config> <pg major> <stage directory>
 set -euo pipefail
 
 PG_CONFIG=$1
 PG_MAJOR=$2
+STAGE=$3
 OUT=target/dist
 fail() { echo "check-package: $*" >&2; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -44,11 +46,11 @@ grep -q "^default_version = '$VERSION'" <(tar -xzOf "$tarball" "${EXTDIR#/}/rand
 [ "$(dpkg-deb --field "$deb" Version)" = "$VERSION-1" ] || fail "$deb has the wrong version"
 dpkg-deb --field "$deb" Depends | grep -q "postgresql-$PG_MAJOR" || fail "$deb does not depend on postgresql-$PG_MAJOR"
 
-as_root dpkg -i "$deb" >/dev/null
-package=$(dpkg-deb --field "$deb" Package)
+# The dependencies resolve on this machine; the files go to the stage, never under a running server.
+as_root dpkg --dry-run -i "$deb" >/dev/null || fail "dpkg would not install $deb"
+dpkg-deb -x "$deb" "$STAGE"
 for file in "${expected[@]}"; do
-    dpkg -L "$package" | grep -qx "/$file" || fail "dpkg does not list /$file as installed"
-    cmp -s "/$file" <(tar -xzOf "$tarball" "$file") || fail "/$file differs from the tarball's"
+    cmp -s "$STAGE/$file" <(tar -xzOf "$tarball" "$file") || fail "$STAGE/$file differs from the tarball's"
 done
 # The crate: its package holds the license, the README and the vectors its tests read, not the
 # fuzz crate, and `cargo package` builds it from the packaged files alone.
@@ -60,4 +62,4 @@ done
 ! grep -q '^fuzz/' <<<"$crate_files" || fail "the randflake crate package holds fuzz/"
 cargo package -p randflake --allow-dirty --quiet || fail "the randflake crate does not build from its package"
 
-echo "check-package: $(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each; $package $VERSION-1 installed; the randflake crate packages"
+echo "check-package: $(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each; the .deb installs here and is unpacked into $STAGE; the randflake crate packages"

@@ -14,7 +14,7 @@
 # PostgreSQL refuses to run as root, so as root the server runs as the "postgres" user.
 set -euo pipefail
 
-bindir=$(pg_config --bindir)
+bindir=$("${PG_CONFIG:-pg_config}" --bindir)
 
 as_owner() {
     if [ "$(id -u)" = 0 ]; then

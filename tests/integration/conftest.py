@@ -32,7 +32,8 @@ def _owner_ids() -> tuple[int, int]:
 
 def pg_config(option: str) -> str:
     """A directory of the PostgreSQL installation the tests run against, e.g. pg_config("--bindir")."""
-    return subprocess.run(["pg_config", option], check=True, capture_output=True, text=True).stdout.strip()
+    command = os.environ.get("PG_CONFIG", "pg_config")
+    return subprocess.run([command, option], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def write_server_file(path: pathlib.Path, content: str, mode: int = 0o600) -> None:
