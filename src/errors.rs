@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 use randflake::{ParseIdError, Refusal, MAX_SECOND};
 
 use crate::gucs;
-use crate::lease_state::KeeperState;
+use crate::lease_state::{KeeperReport, KeeperState};
 use std::borrow::Cow;
 use std::ffi::CString;
 
@@ -35,7 +35,7 @@ pub enum Error {
     /// The clock reads past the last second this server's lease allows: it was not renewed.
     LeaseLapsed { now: u64, through: u64 },
     /// The lease keeper has not published a lease.
-    NoLease { keeper: KeeperState },
+    NoLease { keeper: KeeperReport },
     /// Hot standbys cannot write leases.
     OnStandby,
     /// `randflake.node_source` is `off`.
@@ -126,15 +126,25 @@ impl Error {
             )
             .into(),
             Self::LeaseLapsed { .. } => {
-                "The lease keeper has not renewed the lease in time; the server log and randflake_status() say why. Generation resumes by itself once it does.".into()
+                "The lease keeper has not renewed the lease in time; randflake_status() and the server log say why. Generation resumes within seconds of the keeper renewing it.".into()
             }
-            Self::NoLease { keeper: KeeperState::WaitingForLeaseTable } => format!(
+            Self::NoLease { keeper } if keeper.state == KeeperState::WaitingForLeaseTable => format!(
                 "Run CREATE EXTENSION randflake_pg in database \"{}\" (set by randflake.database), or ALTER EXTENSION randflake_pg UPDATE if a version before 0.2.0 is installed there; in fleet mode, create randflake.fleet_lease_table there.",
                 gucs::database()
             )
             .into(),
+            Self::NoLease { keeper } if keeper.state == KeeperState::WaitingForDatabase => format!(
+                "Create database \"{0}\" and run CREATE EXTENSION randflake_pg there, or set randflake.database to the database that has the extension and restart the server.",
+                gucs::database()
+            )
+            .into(),
+            Self::NoLease { keeper } if keeper.state == KeeperState::RefusingLeaseTable => format!(
+                "The lease keeper uses only a lease table that no ordinary role can have created or can change. Drop the object it names, then run CREATE EXTENSION randflake_pg as a superuser in database \"{}\" (in fleet mode, make a superuser own the foreign table, its schema and its server).",
+                gucs::database()
+            )
+            .into(),
             Self::NoLease { .. } => {
-                "The server log says why the lease keeper has no lease; randflake_status() shows its state.".into()
+                "randflake_status() and the lease keeper's WARNINGs in the server log say why it has no lease.".into()
             }
             Self::OnStandby => {
                 "A standby cannot write leases. Generate IDs on the primary; once promoted, this server leases its nodes and issues IDs by itself.".into()

@@ -58,7 +58,7 @@ fn randflake_status() -> TableIterator<
     let held = lease.map(|lease| node_table::held_count(lease.first_node, lease.last_node));
     TableIterator::once((
         status.node_source.to_owned(),
-        status.state.to_owned(),
+        status.state,
         lease.map(|lease| lease.first_node as i32),
         lease.map(|lease| lease.last_node as i32),
         lease.map(|lease| timestamp_of(lease.start)),

@@ -1,6 +1,6 @@
 //! This backend's generator: clock readings in, node table bookkeeping, IDs out.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -9,7 +9,7 @@ use randflake::{Generator, IdCipher, Lease, Refusal, Step, Window, EPOCH_SECOND,
 use crate::backend_local::BackendLocal;
 use crate::errors::Error;
 use crate::gucs::{self, NodeSource};
-use crate::lease_keeper::HIGH_WATER_LEAD;
+use crate::keeper::HIGH_WATER_LEAD;
 use crate::lease_state::{self, Counter, Published};
 use crate::node_table::{self, NoNode};
 use crate::{clock, secret};
@@ -176,7 +176,7 @@ impl BackendGenerator {
                 (_, None) if wait_for_lease(FIRST_LEASE_WAIT) => continue,
                 (_, None) => {
                     lease_state::count(Counter::LeaseRefusal);
-                    return Err(Error::NoLease { keeper: lease_state::keeper().0 });
+                    return Err(Error::NoLease { keeper: lease_state::keeper() });
                 }
             }
         };
@@ -204,11 +204,12 @@ impl BackendGenerator {
 const FIRST_LEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// Waits up to `limit` for the keeper to publish a new version of the lease; true if it did.
+/// The limit is kept by the monotonic clock: a wall clock stepped back must not stretch it.
 fn wait_for_lease(limit: Duration) -> bool {
     let seen = lease_state::version();
-    let deadline = clock::unix_time() + limit;
+    let deadline = Instant::now() + limit;
     while lease_state::version() == seen {
-        if clock::unix_time() >= deadline {
+        if Instant::now() >= deadline {
             return false;
         }
         sleep(Duration::from_millis(20));

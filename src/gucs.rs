@@ -59,7 +59,7 @@ pub fn define() {
             GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
             Some(check_secret),
             Some(assign_secret),
-            None,
+            Some(show_secret),
         );
         GucRegistry::define_string_guc_with_hooks(
             c"randflake.secret_file",
@@ -162,11 +162,33 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::default(),
     );
+    // A misspelt randflake.* line would otherwise stay a placeholder and leave this server on
+    // the default, widest node range, overlapping every other server: PostgreSQL now warns
+    // about it and removes it, and no later SET can create one either.
+    // SAFETY: called once, from _PG_init, after every randflake setting is defined.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"randflake".as_ptr()) };
     if REJECTED_WHILE_LOADING.load(Ordering::Relaxed) {
         crate::errors::Error::InvalidSettingsAtStartup.raise();
     }
     if node_source() == NodeSource::Fleet && fleet_lease_table().is_none() {
         crate::errors::Error::FleetWithoutLeaseTable.raise();
+    }
+}
+
+/// One line for the server log at start-up: where IDs will come from, as the settings say.
+pub fn describe_configuration() -> String {
+    let (first, last) = node_range();
+    let database = database();
+    match node_source() {
+        NodeSource::Range => {
+            format!("node source range, nodes {first}..{last}, leased in database \"{database}\"")
+        }
+        NodeSource::Fleet => format!(
+            "node source fleet, blocks of {} nodes from pool {first}..{last}, leased through {} in database \"{database}\"",
+            fleet_block_size(),
+            FLEET_LEASE_TABLE.get().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default()
+        ),
+        NodeSource::Off => "node source off: this server issues no IDs".to_owned(),
     }
 }
 
@@ -259,6 +281,14 @@ const SECRET_FORMAT_HINT: &str =
 #[pg_guard]
 unsafe extern "C-unwind" fn assign_secret(_newval: *const c_char, extra: *mut c_void) {
     secret::install(SecretSource::Setting, unsafe { secret_from_extra(extra) });
+}
+
+/// What SHOW, current_setting() and pg_settings say of randflake.secret, to every role, the
+/// superuser included: whether it is set, never its value. pg_monitor members may read
+/// superuser-only settings, and monitoring agents routinely are such members.
+#[pg_guard]
+unsafe extern "C-unwind" fn show_secret() -> *const c_char {
+    if secret::is_set(SecretSource::Setting) { c"(set; hidden by randflake_pg)" } else { c"" }.as_ptr()
 }
 
 #[pg_guard]

@@ -6,7 +6,7 @@
 
 use std::mem::size_of;
 use std::ptr::null_mut;
-use std::sync::atomic::{fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use randflake::Lease;
 
@@ -27,37 +27,79 @@ struct Shared {
     used_through: AtomicU64,
     renewed_at: AtomicU64,
     keeper_state: AtomicU32,
+    /// The running lease keeper's process id, or 0: also what keeps a second keeper from
+    /// starting while an old one is still on its way out.
     keeper_pid: AtomicI32,
+    /// Why the keeper is in its state, for randflake_status(): a sequence lock for readers,
+    /// a flag that serialises the two writers (the launcher and the keeper).
+    cause_version: AtomicU64,
+    cause_writer: AtomicBool,
+    cause_len: AtomicU32,
+    cause: [AtomicU8; CAUSE_BYTES],
     node_switches: AtomicU64,
     clock_refusals: AtomicU64,
     lease_refusals: AtomicU64,
 }
 
+/// Room for the keeper's cause; a longer one is cut at a character boundary.
+const CAUSE_BYTES: usize = 480;
+
 pub const SHARED_SIZE: usize = size_of::<Shared>();
 
 static SHARED: AtomicPtr<Shared> = AtomicPtr::new(null_mut());
 
-/// What the lease keeper is doing; shown by randflake_status() and in errors.
+/// What the lease keeper is doing; shown by randflake_status() and in errors, with its cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeeperState {
     /// Not started yet, or not at all (on a standby the keeper starts at promotion).
     NotStarted = 0,
+    /// `randflake.database` does not exist, or the keeper cannot connect to it.
+    WaitingForDatabase = 1,
     /// The extension (or, in fleet mode, the fleet lease table) is missing in its database.
-    WaitingForLeaseTable = 1,
+    WaitingForLeaseTable = 2,
+    /// A table of the lease table's name exists but is not one the keeper may trust.
+    RefusingLeaseTable = 3,
     /// Holding and renewing a lease.
-    Holding = 2,
-    /// Its last attempt to take or renew the lease failed; the server log says why.
-    Failing = 3,
+    Holding = 4,
+    /// Its last attempt to take, check or renew the lease failed.
+    Failing = 5,
 }
 
 impl KeeperState {
-    pub fn describe(self) -> &'static str {
+    const ALL: [Self; 6] = [
+        Self::NotStarted,
+        Self::WaitingForDatabase,
+        Self::WaitingForLeaseTable,
+        Self::RefusingLeaseTable,
+        Self::Holding,
+        Self::Failing,
+    ];
+
+    /// The state in words, with its cause where it has one.
+    pub fn describe(self, cause: &str) -> String {
         match self {
-            Self::NotStarted => "not started",
-            Self::WaitingForLeaseTable => "waiting for the lease table",
-            Self::Holding => "holding a lease",
-            Self::Failing => "failing to take or renew the lease",
+            Self::NotStarted => "not started".into(),
+            Self::WaitingForDatabase => format!("waiting for its database: {cause}"),
+            Self::WaitingForLeaseTable => "waiting for the lease table".into(),
+            Self::RefusingLeaseTable => format!("refusing the lease table: {cause}"),
+            Self::Holding => "holding a lease".into(),
+            Self::Failing => format!("failing: {cause}"),
         }
+    }
+}
+
+/// The keeper as randflake_status() and errors report it.
+#[derive(Clone, Debug)]
+pub struct KeeperReport {
+    pub state: KeeperState,
+    pub cause: String,
+    /// 0 when no keeper runs.
+    pub pid: i32,
+}
+
+impl KeeperReport {
+    pub fn describe(&self) -> String {
+        self.state.describe(&self.cause)
     }
 }
 
@@ -96,6 +138,10 @@ pub unsafe fn attach() {
                 renewed_at: AtomicU64::new(0),
                 keeper_state: AtomicU32::new(KeeperState::NotStarted as u32),
                 keeper_pid: AtomicI32::new(0),
+                cause_version: AtomicU64::new(0),
+                cause_writer: AtomicBool::new(false),
+                cause_len: AtomicU32::new(0),
+                cause: [const { AtomicU8::new(0) }; CAUSE_BYTES],
                 node_switches: AtomicU64::new(0),
                 clock_refusals: AtomicU64::new(0),
                 lease_refusals: AtomicU64::new(0),
@@ -118,6 +164,12 @@ pub fn version() -> u64 {
 
 /// The published lease and the version it was read at.
 pub fn read() -> (u64, Option<Published>) {
+    let (version, number, lease) = read_fields();
+    (version, (number != 0).then_some(Published { number, lease }))
+}
+
+/// The lease fields, whether published or withdrawn, with the version and number read with them.
+fn read_fields() -> (u64, u64, Lease) {
     let shared = shared();
     loop {
         let before = shared.version.load(Ordering::Acquire);
@@ -135,7 +187,7 @@ pub fn read() -> (u64, Option<Published>) {
         };
         fence(Ordering::Acquire);
         if shared.version.load(Ordering::Relaxed) == before {
-            return (before, (number != 0).then_some(Published { number, lease }));
+            return (before, number, lease);
         }
     }
 }
@@ -157,11 +209,12 @@ pub fn publish(lease: &Lease, renewal: bool, renewed_at: u64) {
     });
 }
 
-/// The high-water mark of the last lease published since shared memory was created, even if
-/// withdrawn since: backends may have issued IDs up to it, whatever the lease table now says.
-pub fn last_used_through() -> Option<u64> {
-    let shared = shared();
-    (shared.taken.load(Ordering::Relaxed) > 0).then(|| shared.used_through.load(Ordering::Relaxed))
+/// The last lease published since shared memory was created, even if withdrawn since:
+/// backends may have issued IDs with its nodes up to its high-water mark, whatever the lease
+/// table now says.
+pub fn last_published() -> Option<Lease> {
+    let taken = shared().taken.load(Ordering::Acquire) > 0;
+    taken.then(|| read_fields().2)
 }
 
 /// Stops backends from issuing under the published lease: it is no longer in the table.
@@ -178,22 +231,61 @@ fn write(change: impl FnOnce(&Shared)) {
     shared.version.store(version + 2, Ordering::Release);
 }
 
-pub fn set_keeper(state: KeeperState, pid: i32) {
+/// Records what the keeper is doing and why. Written by the keeper, and by the launcher while
+/// no keeper runs.
+pub fn report_keeper(state: KeeperState, cause: &str) {
     let shared = shared();
+    while shared.cause_writer.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::hint::spin_loop();
+    }
+    let mut length = cause.len().min(CAUSE_BYTES);
+    while !cause.is_char_boundary(length) {
+        length -= 1;
+    }
+    let version = shared.cause_version.load(Ordering::Relaxed);
+    shared.cause_version.store(version + 1, Ordering::Relaxed);
+    fence(Ordering::Release);
     shared.keeper_state.store(state as u32, Ordering::Relaxed);
-    shared.keeper_pid.store(pid, Ordering::Relaxed);
+    for (cell, byte) in shared.cause.iter().zip(&cause.as_bytes()[..length]) {
+        cell.store(*byte, Ordering::Relaxed);
+    }
+    shared.cause_len.store(length as u32, Ordering::Relaxed);
+    shared.cause_version.store(version + 2, Ordering::Release);
+    shared.cause_writer.store(false, Ordering::Release);
 }
 
-/// The keeper's state and process id (0 when not running).
-pub fn keeper() -> (KeeperState, i32) {
+/// The keeper's state, cause and process id.
+pub fn keeper() -> KeeperReport {
     let shared = shared();
-    let state = match shared.keeper_state.load(Ordering::Relaxed) {
-        1 => KeeperState::WaitingForLeaseTable,
-        2 => KeeperState::Holding,
-        3 => KeeperState::Failing,
-        _ => KeeperState::NotStarted,
-    };
-    (state, shared.keeper_pid.load(Ordering::Relaxed))
+    loop {
+        let before = shared.cause_version.load(Ordering::Acquire);
+        if before % 2 == 1 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let code = shared.keeper_state.load(Ordering::Relaxed);
+        let length = (shared.cause_len.load(Ordering::Relaxed) as usize).min(CAUSE_BYTES);
+        let bytes: Vec<u8> = shared.cause[..length].iter().map(|cell| cell.load(Ordering::Relaxed)).collect();
+        fence(Ordering::Acquire);
+        if shared.cause_version.load(Ordering::Relaxed) == before {
+            let state = KeeperState::ALL.into_iter().find(|state| *state as u32 == code).unwrap_or(KeeperState::NotStarted);
+            return KeeperReport {
+                state,
+                cause: String::from_utf8_lossy(&bytes).into_owned(),
+                pid: shared.keeper_pid.load(Ordering::Relaxed),
+            };
+        }
+    }
+}
+
+/// Makes `pid` the one running keeper; false while another one has not exited yet.
+pub fn claim_keeper(pid: i32) -> bool {
+    shared().keeper_pid.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+}
+
+/// Gives up the keeper's place, when the process holding it exits.
+pub fn release_keeper(pid: i32) {
+    let _ = shared().keeper_pid.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed);
 }
 
 pub fn renewed_at() -> u64 {

@@ -10,7 +10,7 @@ mod errors;
 mod functions;
 mod generation;
 mod gucs;
-mod lease_keeper;
+mod keeper;
 mod lease_state;
 mod log_redaction;
 mod node_table;
@@ -41,7 +41,12 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.1.0--0.2.0.sql",
     name = "upgrade_to_0_2_0",
-    requires = ["bootstrap", functions::randflake_status],
+    requires = ["bootstrap", functions::randflake_status]
+);
+pgrx::extension_sql_file!(
+    "../sql/randflake_pg--0.2.0--0.3.0.sql",
+    name = "upgrade_to_0_3_0",
+    requires = ["upgrade_to_0_2_0"],
     finalize
 );
 
@@ -54,9 +59,10 @@ pub extern "C-unwind" fn _PG_init() {
         errors::Error::NotPreloaded.raise();
     }
     gucs::define();
+    log!("randflake_pg: {}", gucs::describe_configuration());
     log_redaction::install();
     shared_memory::reserve();
-    lease_keeper::register();
+    keeper::register();
 }
 
 /// Required by `cargo pgrx test`: the test server must preload the library like a real one.

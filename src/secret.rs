@@ -38,6 +38,14 @@ pub fn install(source: SecretSource, secret: Option<Secret>) {
     });
 }
 
+/// Whether `source` provides a secret (valid, or it would not have been assigned).
+pub fn is_set(source: SecretSource) -> bool {
+    CIPHERS.with(|ciphers| match source {
+        SecretSource::Setting => ciphers.from_setting.is_some(),
+        SecretSource::File => ciphers.from_file.is_some(),
+    })
+}
+
 /// Changes whenever either secret setting is assigned.
 #[inline]
 pub fn version() -> u64 {

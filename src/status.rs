@@ -9,7 +9,7 @@ use crate::lease_state::{self, KeeperState};
 
 pub struct Status {
     pub node_source: &'static str,
-    pub state: &'static str,
+    pub state: String,
     pub lease: Option<Lease>,
     pub renewed_at: Option<u64>,
     pub node_switches: u64,
@@ -26,17 +26,24 @@ pub fn current() -> Status {
         NodeSource::Off => "off",
     };
     let lease = lease_state::read().1.map(|published| published.lease);
-    let (keeper, keeper_pid) = lease_state::keeper();
+    let keeper = lease_state::keeper();
     let now = clock::unix_time().as_secs();
     // SAFETY: a plain read of shared state.
     let standby = unsafe { pg_sys::RecoveryInProgress() };
+    // With a lease published, what the keeper is doing matters only when it is not holding it.
+    let keeper_trouble = (keeper.state != KeeperState::Holding).then(|| keeper.describe());
     let state = match (source, lease) {
-        (NodeSource::Off, _) => "off",
-        _ if standby => "standby",
-        (_, Some(lease)) if now < lease.start => "waiting for the clock to reach the lease",
-        (_, Some(lease)) if now > lease.issuable_through() => "lease lapsed",
-        (_, Some(_)) if keeper == KeeperState::Failing => "active, renewal failing",
-        (_, Some(_)) => "active",
+        (NodeSource::Off, _) => "off".to_owned(),
+        _ if standby => "standby".to_owned(),
+        (_, Some(lease)) if now < lease.start => "waiting for the clock to reach the lease".to_owned(),
+        (_, Some(lease)) if now > lease.issuable_through() => match keeper_trouble {
+            Some(trouble) => format!("lease lapsed: keeper {trouble}"),
+            None => "lease lapsed".to_owned(),
+        },
+        (_, Some(_)) => match keeper_trouble {
+            Some(trouble) => format!("renewal failing: keeper {trouble}"),
+            None => "active".to_owned(),
+        },
         (_, None) => keeper.describe(),
     };
     let (node_switches, clock_refusals, lease_refusals) = lease_state::counters();
@@ -48,6 +55,6 @@ pub fn current() -> Status {
         node_switches,
         clock_refusals,
         lease_refusals,
-        keeper_pid: (keeper_pid != 0).then_some(keeper_pid),
+        keeper_pid: (keeper.pid != 0).then_some(keeper.pid),
     }
 }

@@ -165,9 +165,11 @@ def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
         for attempt in range(10):
             new = secrets[(attempt + 1) % 2]
             before = conn.execute("SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint").fetchone()
-            cluster.configure(f"randflake.secret = '{new}'")
+            # SHOW masks the secret; a setting changed in the same reload tells when it applied.
+            marker = str(100 + attempt)
+            cluster.configure(f"randflake.secret = '{new}'", f"randflake.max_nodes_per_backend = {marker}")
             conn.execute("SELECT pg_reload_conf()")
-            while conn.execute("SHOW randflake.secret").fetchone()[0] != new:
+            while conn.execute("SHOW randflake.max_nodes_per_backend").fetchone()[0] != marker:
                 time.sleep(0.001)
             after_id, after_second = conn.execute(
                 "SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint"

@@ -109,3 +109,41 @@ def test_no_route_reveals_the_secret_to_an_ordinary_role(make_cluster):
     log = cluster.log()
     assert "DEBUG" in log and "randflake.secret" in log
     assert SECRET not in log.lower() and SECRET[:16] not in log.lower() and SECRET[16:] not in log.lower()
+
+
+def test_the_inline_secret_is_masked_for_monitoring_roles_and_superusers(make_cluster):
+    """pg_monitor members may read superuser-only settings; the secret's show hook answers every
+    route with whether it is set, never with its value, the superuser included."""
+    cluster = make_cluster("randflake.secret_file = ''", f"randflake.secret = '{SECRET}'")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE ROLE monitor LOGIN IN ROLE pg_monitor")
+        # The masked secret still keys IDs.
+        conn.execute("SELECT randflake_decode(randflake_next())")
+    routes = [
+        "SHOW randflake.secret",
+        "SELECT current_setting('randflake.secret')",
+        "SELECT current_setting('randflake.secret', true)",
+        "SELECT setting, reset_val, boot_val FROM pg_settings WHERE name = 'randflake.secret'",
+        "SELECT name, setting FROM pg_show_all_settings() WHERE name = 'randflake.secret'",
+        "SHOW ALL",
+    ]
+    for user in ["monitor", "postgres"]:
+        with cluster.connect(user=user) as conn:
+            for statement in routes:
+                assert_no_secret(text_of(conn, statement), f"{statement} as {user}")
+            assert conn.execute("SHOW randflake.secret").fetchone()[0] == "(set; hidden by randflake_pg)", user
+
+
+def test_a_misspelt_setting_is_warned_about_and_the_effective_range_logged(make_cluster):
+    cluster = make_cluster("randflake.node_id_mx = 100", "randflake.node_id_min = 7", "randflake.node_id_max = 99")
+    cluster.start()
+    log = cluster.log()
+    assert 'invalid configuration parameter name "randflake.node_id_mx", removing it' in log
+    assert 'randflake_pg: node source range, nodes 7..99, leased in database "postgres"' in log
+    with cluster.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_settings WHERE name = 'randflake.node_id_mx'").fetchone()[0] == 0
+        # Nor can a session make one up.
+        error = text_of(conn, "SET randflake.no_such_setting = 1").splitlines()[-1]
+        assert error.startswith("42602") and '"randflake" is a reserved prefix' in error, error

@@ -11,21 +11,28 @@ import pytest
 from conftest import ROOT, pg_config, sql_error, status, wait_for
 from extension_catalog import extension_objects
 
-PREVIOUS = "0.1.0"
-PREVIOUS_SCRIPT = ROOT / "tests" / "upgrade" / f"randflake_pg--{PREVIOUS}.sql"
+# Every earlier release, whose install script as released is kept in tests/upgrade/.
+RELEASES = ["0.1.0", "0.2.0"]
+# The release before leases: its keeper's database has no lease table.
+BEFORE_LEASES = "0.1.0"
 CURRENT = next(
     line.split('"')[1] for line in (ROOT / "Cargo.toml").read_text().splitlines() if line.startswith("version = ")
 )
 
 
 @pytest.fixture(scope="module", autouse=True)
-def previous_release_script():
-    """Puts the previous release's install script beside the installed extension, as a server
-    that ran that release has it, so that CREATE EXTENSION ... VERSION can install it."""
-    installed = pathlib.Path(pg_config("--sharedir")) / "extension" / PREVIOUS_SCRIPT.name
-    shutil.copyfile(PREVIOUS_SCRIPT, installed)
+def release_scripts():
+    """Puts the earlier releases' install scripts beside the installed extension, as a server
+    that ran those releases has them, so that CREATE EXTENSION ... VERSION can install them."""
+    installed = []
+    for release in RELEASES:
+        script = ROOT / "tests" / "upgrade" / f"randflake_pg--{release}.sql"
+        target = pathlib.Path(pg_config("--sharedir")) / "extension" / script.name
+        shutil.copyfile(script, target)
+        installed.append(target)
     yield
-    installed.unlink()
+    for target in installed:
+        target.unlink()
 
 
 def ids_and_parts(conn) -> list[tuple]:
@@ -35,7 +42,8 @@ def ids_and_parts(conn) -> list[tuple]:
     ).fetchall()
 
 
-def test_update_from_the_previous_release_equals_a_fresh_install(make_cluster):
+@pytest.mark.parametrize("previous", RELEASES)
+def test_update_from_an_earlier_release_equals_a_fresh_install(make_cluster, previous):
     cluster = make_cluster()
     cluster.start()
     with cluster.connect() as admin:
@@ -46,10 +54,11 @@ def test_update_from_the_previous_release_equals_a_fresh_install(make_cluster):
         admin.execute("CREATE DATABASE fresh")
 
     with cluster.connect("updated") as conn:
-        conn.execute(f"CREATE EXTENSION randflake_pg VERSION '{PREVIOUS}'")
+        conn.execute(f"CREATE EXTENSION randflake_pg VERSION '{previous}'")
         old = extension_objects(conn)
-        assert old["extension"]["version"] == PREVIOUS
-        assert "function randflake_status()" not in old and "table randflake.node_leases" not in old
+        assert old["extension"]["version"] == previous
+        if previous == BEFORE_LEASES:
+            assert "function randflake_status()" not in old and "table randflake.node_leases" not in old
         conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), note text)")
         conn.execute("INSERT INTO orders (note) SELECT 'before ' || n FROM generate_series(1, 2000) n")
         conn.execute("GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO reporting")
@@ -77,7 +86,7 @@ def test_the_keepers_database_on_the_previous_release_waits_for_the_update(make_
     cluster = make_cluster()
     cluster.start()
     with cluster.connect() as conn:
-        conn.execute(f"CREATE EXTENSION randflake_pg VERSION '{PREVIOUS}'")
+        conn.execute(f"CREATE EXTENSION randflake_pg VERSION '{BEFORE_LEASES}'")
         error = sql_error(conn, "SELECT randflake_next()")
         assert error.sqlstate == "55000"
         assert "ALTER EXTENSION randflake_pg UPDATE" in error.diag.message_hint

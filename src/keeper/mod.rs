@@ -1,0 +1,41 @@
+//! The lease keeper and its launcher: the background workers that hold this server's node
+//! lease. The launcher keeps one keeper running in `randflake.database`; the keeper takes,
+//! checks and renews the lease and publishes it to the backends through `lease_state`.
+
+mod bounds;
+mod launcher;
+mod vetting;
+mod worker;
+
+use std::time::Duration;
+
+use pgrx::bgworkers::BackgroundWorkerBuilder;
+
+use crate::gucs::{self, NodeSource};
+
+/// How far ahead of the clock a range-mode server records its high-water mark. After a restart
+/// or crash the server resumes within this many seconds (calls wait meanwhile); the mark is
+/// written about every half of it.
+pub const HIGH_WATER_LEAD: u64 = 10;
+
+/// How often the keeper checks the clock and the lease, and the launcher the keeper.
+const TICK: Duration = Duration::from_secs(1);
+
+/// How soon the postmaster starts a launcher again after it stopped with a failure.
+const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
+
+/// Registers the launcher. Called from `_PG_init` while preloading, after the settings exist.
+pub fn register() {
+    if gucs::node_source() == NodeSource::Off {
+        return;
+    }
+    // Starts only once recovery has finished: a standby cannot write leases, and promotion is
+    // exactly when it must begin to.
+    BackgroundWorkerBuilder::new("randflake_pg keeper launcher")
+        .set_type("randflake_pg keeper launcher")
+        .set_library("randflake_pg")
+        .set_function("randflake_keeper_launcher_main")
+        .enable_spi_access()
+        .set_restart_time(Some(LAUNCHER_RESTART))
+        .load();
+}

@@ -1,0 +1,420 @@
+"""The lease keeper under hostile conditions: planted lease tables, termination, a dropped
+database, a locked lease table, a stopped coordinator, a coordinator that loses commits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+from conftest import Cluster, status, wait_for
+from test_fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings
+
+LEASE_COLUMNS = """first_node int, last_node int, holder text, server_name text, lease_start bigint,
+                   lease_end bigint, used_through bigint, renewed_at timestamptz"""
+
+
+def plant_escalation_trigger(conn: psycopg.Connection, table: str) -> None:
+    """What an attacker owning `table` adds: a trigger that makes its role a superuser when a
+    superuser writes or reads through it, and records that it ran."""
+    conn.execute("CREATE TABLE IF NOT EXISTS fired (at timestamptz DEFAULT now())")
+    conn.execute(
+        """CREATE FUNCTION escalate() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+               INSERT INTO public.fired DEFAULT VALUES;
+               ALTER ROLE mallory SUPERUSER;
+               RETURN NULL;
+           END $$"""
+    )
+    conn.execute(f"CREATE TRIGGER escalate AFTER INSERT OR UPDATE OR DELETE ON {table} FOR EACH STATEMENT EXECUTE FUNCTION escalate()")
+
+
+def is_superuser(conn: psycopg.Connection, role: str) -> bool:
+    return conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)).fetchone()[0]
+
+
+class Inserter:
+    """Sessions inserting rows keyed by randflake_next() until stopped, counting refusals."""
+
+    def __init__(self, cluster: Cluster, sessions: int = 2, dbname: str = "postgres"):
+        self.cluster, self.dbname = cluster, dbname
+        self.stop_event = threading.Event()
+        self.refusals: list[str] = []
+        self.failures: list[str] = []
+        self.inserted = 0
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run) for _ in range(sessions)]
+
+    def __enter__(self) -> Inserter:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join()
+
+    def run(self) -> None:
+        try:
+            conn = self.cluster.connect(self.dbname)
+        except psycopg.Error as error:
+            self.failures.append(str(error))
+            return
+        with conn:
+            while not self.stop_event.is_set():
+                try:
+                    conn.execute("INSERT INTO made SELECT FROM generate_series(1, 200)")
+                    with self.lock:
+                        self.inserted += 200
+                except psycopg.Error as error:
+                    # Refusing to issue is the right answer while no lease can be renewed.
+                    (self.refusals if error.sqlstate == "55000" else self.failures).append(str(error))
+                    time.sleep(0.1)
+
+    def count(self) -> int:
+        with self.lock:
+            return self.inserted
+
+
+def made_table(cluster: Cluster, dbname: str = "postgres") -> None:
+    with cluster.connect(dbname) as conn:
+        conn.execute("CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next())")
+
+
+def assert_unique(cluster: Cluster, dbname: str = "postgres") -> int:
+    with cluster.connect(dbname) as conn:
+        rows, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM made").fetchone()
+    assert rows == distinct
+    return rows
+
+
+# --- 1. A lease table an ordinary role could have made is never used -------------------------
+
+
+def test_a_planted_lease_table_never_runs_as_superuser(make_cluster):
+    cluster = make_cluster("randflake.database = 'app'")
+    cluster.start()
+    with cluster.connect() as admin:
+        admin.execute("CREATE EXTENSION randflake_pg")  # for randflake_status() here
+        admin.execute("CREATE ROLE mallory LOGIN")
+        admin.execute("CREATE DATABASE app OWNER mallory")
+    with cluster.connect("app", user="mallory") as conn:
+        conn.execute("CREATE SCHEMA randflake")
+        conn.execute(f"CREATE TABLE randflake.node_leases ({LEASE_COLUMNS})")
+        plant_escalation_trigger(conn, "randflake.node_leases")
+
+    with cluster.connect() as admin:
+        refused = wait_for(
+            lambda: "refusing" in status(admin)["state"] and status(admin),
+            timeout=15,
+            what="the keeper to refuse the planted table",
+        )
+        assert 'owned by role "mallory"' in refused["state"] or "not a member" in refused["state"]
+        time.sleep(3)  # several more ticks: the keeper must keep its hands off
+        assert not is_superuser(admin, "mallory")
+        error = admin.execute("SELECT 1").fetchone()  # the server is fine
+        assert error == (1,)
+    log = cluster.log()
+    assert "refusing the lease table: randflake.node_leases is not the lease table created by CREATE EXTENSION" in log
+    assert log.count("refusing the lease table") == 1, "the refusal is logged once, not every second"
+    with cluster.connect("app", user="mallory") as conn:
+        assert conn.execute("SELECT count(*) FROM fired").fetchone()[0] == 0, "the planted trigger ran"
+
+    # The normal path: the planted objects gone, the extension created by a superuser.
+    with cluster.connect("app", user="mallory") as conn:
+        conn.execute("DROP SCHEMA randflake CASCADE")
+    with cluster.connect("app") as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        wait_for(lambda: status(conn)["state"] == "active", 15, "a lease in the real table")
+        assert conn.execute("SELECT count(DISTINCT randflake_next()) FROM generate_series(1, 1000)").fetchone()[0] == 1000
+
+
+def test_a_table_an_ordinary_role_made_in_a_superusers_schema_is_refused(make_cluster):
+    """Even a superuser-owned schema does not make a relation trustworthy: only the extension's
+    own member table is."""
+    cluster = make_cluster("randflake.database = 'app'")
+    cluster.start()
+    with cluster.connect() as admin:
+        admin.execute("CREATE EXTENSION randflake_pg")  # for randflake_status() here
+        admin.execute("CREATE ROLE mallory LOGIN")
+        admin.execute("CREATE DATABASE app")
+    with cluster.connect("app") as admin:
+        admin.execute("CREATE SCHEMA randflake")
+        admin.execute("GRANT USAGE, CREATE ON SCHEMA randflake, public TO mallory")
+    with cluster.connect("app", user="mallory") as conn:
+        conn.execute(f"CREATE TABLE randflake.node_leases ({LEASE_COLUMNS})")
+        plant_escalation_trigger(conn, "randflake.node_leases")
+    with cluster.connect() as admin:
+        state = wait_for(lambda: "refusing" in status(admin)["state"] and status(admin)["state"], 15, "a refusal")
+        assert "not the lease table created by CREATE EXTENSION randflake_pg" in state
+        time.sleep(2)
+        assert not is_superuser(admin, "mallory")
+
+
+def test_a_fleet_lease_table_an_ordinary_role_controls_is_refused(make_cluster):
+    cluster = make_cluster(
+        "randflake.node_source = 'fleet'",
+        "randflake.fleet_lease_table = 'fleet.node_leases'",
+        "randflake.fleet_block_size = 10",
+    )
+    cluster.start()
+    with cluster.connect() as admin:
+        admin.execute("CREATE ROLE mallory LOGIN")
+        admin.execute("GRANT CREATE ON DATABASE postgres TO mallory")
+        admin.execute("GRANT CREATE ON SCHEMA public TO mallory")
+        admin.execute("CREATE EXTENSION randflake_pg")
+    with cluster.connect(user="mallory") as conn:
+        conn.execute("CREATE SCHEMA fleet")
+        conn.execute(f"CREATE TABLE fleet.node_leases ({LEASE_COLUMNS})")
+        plant_escalation_trigger(conn, "fleet.node_leases")
+    with cluster.connect() as admin:
+        state = wait_for(lambda: "refusing" in status(admin)["state"] and status(admin)["state"], 15, "a refusal")
+        assert "neither randflake_pg's own lease table nor a foreign table" in state
+        error = None
+        try:
+            admin.execute("SELECT randflake_next()")
+        except psycopg.Error as caught:
+            error = caught
+        assert error is not None and error.sqlstate == "55000"
+        assert "refusing the lease table" in error.diag.message_primary
+        assert "no ordinary role" in error.diag.message_hint
+        time.sleep(2)
+        assert not is_superuser(admin, "mallory")
+        assert admin.execute("SELECT count(*) FROM fleet.node_leases").fetchone()[0] == 0
+    assert "refusing the lease table: fleet.node_leases is neither" in cluster.log()
+
+
+def test_database_settings_of_an_ordinary_owner_do_not_steer_the_keeper(make_cluster):
+    """The owner of the keeper's database may set search_path and timeouts for it; the keeper
+    pins its own and keeps leasing."""
+    cluster = make_cluster("randflake.database = 'app'")
+    cluster.start()
+    with cluster.connect() as admin:
+        admin.execute("CREATE ROLE mallory LOGIN")
+        admin.execute("CREATE DATABASE app OWNER mallory")
+    with cluster.connect("app", user="mallory") as conn:
+        conn.execute("ALTER DATABASE app SET search_path = mallory, pg_catalog")
+        conn.execute("ALTER DATABASE app SET default_transaction_read_only = on")
+        conn.execute("ALTER DATABASE app SET lock_timeout = '1h'")
+    with cluster.connect("app") as conn:
+        conn.execute("SET default_transaction_read_only = off")
+        conn.execute("CREATE EXTENSION randflake_pg")
+        wait_for(lambda: status(conn)["state"] == "active", 15, "a lease despite the database's settings")
+
+
+# --- 2. A terminated keeper comes back -------------------------------------------------------
+
+
+def test_a_terminated_keeper_is_back_within_its_restart_interval(cluster):
+    made_table(cluster)
+    with cluster.connect() as admin, Inserter(cluster) as inserter:
+        old_pid = wait_for(lambda: status(admin)["keeper_pid"], 10, "a keeper")
+        time.sleep(1)
+        for _ in range(3):
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (old_pid,)).fetchone()[0]
+            new_pid = wait_for(
+                lambda: (pid := status(admin)["keeper_pid"]) not in (None, old_pid) and pid,
+                timeout=5,
+                what="the keeper to be back",
+            )
+            wait_for(lambda: status(admin)["state"] == "active", 5, "the keeper holding the lease again")
+            old_pid = new_pid
+        before = inserter.count()
+        wait_for(lambda: inserter.count() > before + 1000, 10, "inserts after the restarts")
+    assert inserter.failures == [] and inserter.refusals == []
+    assert assert_unique(cluster) > 1000
+    assert "exited with exit code 1" in cluster.log(), "a terminated keeper must exit as failed, to be restarted"
+
+
+def test_the_keepers_database_dropped_and_created_again(make_cluster):
+    cluster = make_cluster("randflake.database = 'app'")
+    cluster.start()
+    with cluster.connect() as admin:
+        admin.execute("CREATE DATABASE app")
+    with cluster.connect("app") as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        wait_for(lambda: status(conn)["state"] == "active", 15, "a lease")
+    with cluster.connect() as admin:
+        admin.execute("CREATE EXTENSION randflake_pg")
+        admin.execute("CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next())")
+        admin.execute("INSERT INTO made SELECT FROM generate_series(1, 1000)")
+        logged_before = len(cluster.log())
+        admin.execute("DROP DATABASE app WITH (FORCE)")
+        state = wait_for(
+            lambda: 'database "app" (randflake.database) does not exist' in status(admin)["state"]
+            and status(admin)["state"],
+            timeout=10,
+            what="status to name the missing database",
+        )
+        assert status(admin)["keeper_pid"] is None
+        time.sleep(3)
+        warnings = cluster.log()[logged_before:].count('database "app" (randflake.database) does not exist')
+        assert warnings == 1, f"{warnings} warnings while the database was gone: {state}"
+
+        admin.execute("CREATE DATABASE app")
+        with cluster.connect("app") as conn:
+            conn.execute("CREATE EXTENSION randflake_pg")
+        wait_for(lambda: status(admin)["state"] == "active" and status(admin)["keeper_pid"], 15, "the keeper back")
+        admin.execute("INSERT INTO made SELECT FROM generate_series(1, 1000)")
+    assert assert_unique(cluster) == 2000
+
+
+# --- 3. Bounded statements: a locked lease table, a stopped coordinator ----------------------
+
+
+def test_a_locked_lease_table_is_reported_and_survived(cluster):
+    made_table(cluster)
+    with cluster.connect() as admin:
+        wait_for(lambda: status(admin)["state"] == "active", 10, "a lease")
+    with Inserter(cluster) as inserter, cluster.connect() as locker, cluster.connect() as admin:
+        locker.execute("BEGIN")
+        locker.execute("LOCK TABLE randflake.node_leases IN ACCESS EXCLUSIVE MODE")
+        locked_at = time.monotonic()
+        state = wait_for(
+            lambda: status(admin)["state"].startswith("renewal failing") and status(admin)["state"],
+            timeout=5,
+            what="status to report the failing renewal",
+        )
+        assert "lock timeout" in state
+        assert "could not check or renew the lease in randflake.node_leases: canceling statement due to lock timeout" in cluster.log()
+        assert time.monotonic() - locked_at < 5
+        # Held for longer than the high-water mark's lead: generation must stop, not run ahead.
+        wait_for(lambda: inserter.refusals, 20, "generation to stop once the high-water mark is reached")
+        time.sleep(2)
+        locker.execute("ROLLBACK")
+        released = inserter.count()
+        wait_for(lambda: status(admin)["state"] == "active", 5, "recovery after the lock")
+        wait_for(lambda: inserter.count() > released + 1000, 10, "inserts after the lock")
+    assert inserter.failures == []
+    assert assert_unique(cluster) > 1000
+
+
+def coordinator_pids(coordinator: Cluster) -> list[int]:
+    postmaster = int((coordinator.dir / "postmaster.pid").read_text().splitlines()[0])
+    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+    return [postmaster, *map(int, children)]
+
+
+def test_a_stopped_coordinator_is_reported_and_never_holds_up_a_fast_shutdown(make_cluster):
+    coordinator = make_cluster("randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 29")
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    member = make_cluster(*member_settings())
+    member.start()
+    join_fleet(member, coordinator)
+    lease_of(coordinator, member)
+    stopped = coordinator_pids(coordinator)
+    try:
+        with Inserter(member) as inserter:
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            with member.connect() as admin:
+                state = wait_for(
+                    lambda: "failing" in status(admin)["state"] and status(admin)["state"],
+                    timeout=LEASE_SECONDS,
+                    what="status to report the unreachable coordinator",
+                )
+            assert "statement timeout" in state or "server closed the connection" in state or "could not" in state, state
+        assert "randflake_pg lease keeper: could not check or renew the lease in randflake_fleet.node_leases" in member.log()
+        assert inserter.failures == []
+        started = time.monotonic()
+        member.stop("fast")
+        assert time.monotonic() - started < 10, "a fast shutdown waited for the stopped coordinator"
+        member.start()
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    with member.connect() as admin:
+        wait_for(lambda: status(admin)["state"] == "active", 30, "recovery once the coordinator runs again")
+    with Inserter(member) as inserter:
+        wait_for(lambda: inserter.count() > 1000, 10, "inserts after recovery")
+    assert inserter.failures == [] and inserter.refusals == []
+    assert assert_unique(member) > 1000
+
+
+# --- 4. A coordinator that loses recent commits ---------------------------------------------
+
+
+def triples(member: Cluster) -> set[tuple[int, int, int]]:
+    with member.connect() as conn:
+        return set(
+            conn.execute(
+                """SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+                     FROM made m, randflake_decode(m.id) d"""
+            ).fetchall()
+        )
+
+
+def test_a_lease_survives_a_coordinator_that_commits_asynchronously(make_cluster):
+    coordinator = make_cluster(
+        "randflake.node_source = 'off'",
+        "randflake.node_id_min = 0",
+        "randflake.node_id_max = 19",
+        # Commits reach the WAL only when the WAL writer wakes: an immediate stop loses them.
+        "synchronous_commit = off",
+        "wal_writer_delay = '10s'",
+        "wal_writer_flush_after = 0",
+    )
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("ALTER ROLE postgres SET synchronous_commit = off")
+    first, second = make_cluster(*member_settings()), make_cluster(*member_settings())
+    (second.dir / "randflake.key").write_text(first.key_hex)
+    first.start()
+    join_fleet(first, coordinator)
+    lease = lease_of(coordinator, first)
+    # Right after the lease: an immediate stop, as a crash or a failover to a lagging standby.
+    coordinator.stop("immediate")
+    coordinator.start()
+    with coordinator.connect() as conn:
+        kept = conn.execute(
+            "SELECT count(*) FROM randflake.node_leases WHERE first_node = %s AND lease_start = %s", (lease[0], lease[2])
+        ).fetchone()[0]
+    assert kept == 1, "the coordinator lost a lease its member issues IDs under"
+
+    second.start()
+    join_fleet(second, coordinator)
+    other = lease_of(coordinator, second)
+    assert other[:2] != lease[:2] or other[2] > lease[3], (lease, other)
+    with Inserter(first, 3) as one, Inserter(second, 3) as two:
+        time.sleep(6)
+    assert one.failures == [] and two.failures == []
+    shared = triples(first) & triples(second)
+    assert shared == set(), f"{len(shared)} IDs issued by both members"
+    assert one.count() > 1000 and two.count() > 1000
+
+
+def test_a_members_lease_row_gone_from_the_coordinator_is_withdrawn_at_once(make_cluster):
+    """The keeper re-reads its own row every tick: a row the coordinator lost (or anyone deleted)
+    stops generation under it within a second or two, and the member takes another block at
+    once instead of waiting out the old one."""
+    coordinator = make_cluster("randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 19")
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    settings = [setting for setting in member_settings() if "lease_seconds" not in setting]
+    member = make_cluster(*settings, "randflake.lease_seconds = 60")
+    member.start()
+    join_fleet(member, coordinator)
+    first_node, _, start, end = lease_of(coordinator, member)
+    with coordinator.connect() as conn:
+        conn.execute("DELETE FROM randflake.node_leases")
+    deleted_at = time.monotonic()
+    with member.connect() as admin:
+        new = wait_for(
+            lambda: (row := status(admin))["lease_start"] != start and row["state"] == "active" and row,
+            timeout=5,
+            what="a new lease, active at once",
+        )
+    assert time.monotonic() - deleted_at < 5
+    assert new["first_node"] != first_node, "the withdrawn block's seconds may have been used: take the other one"
+    assert new["lease_start"] < end, "a new block waited out the old block's lease"
+    assert "is gone from randflake_fleet.node_leases" in member.log()
