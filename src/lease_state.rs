@@ -171,13 +171,7 @@ pub fn read() -> (u64, Option<Published>) {
 /// The lease fields, whether published or withdrawn, with the version and number read with them.
 fn read_fields() -> (u64, u64, Lease) {
     let shared = shared();
-    loop {
-        let before = shared.version.load(Ordering::Acquire);
-        if before % 2 == 1 {
-            std::hint::spin_loop();
-            continue;
-        }
-        let number = shared.number.load(Ordering::Relaxed);
+    let (version, (number, lease)) = read_consistent(&shared.version, || {
         let lease = Lease {
             first_node: shared.first_node.load(Ordering::Relaxed),
             last_node: shared.last_node.load(Ordering::Relaxed),
@@ -185,11 +179,34 @@ fn read_fields() -> (u64, u64, Lease) {
             end: shared.end.load(Ordering::Relaxed),
             used_through: shared.used_through.load(Ordering::Relaxed),
         };
+        (shared.number.load(Ordering::Relaxed), lease)
+    });
+    (version, number, lease)
+}
+
+/// What `read` returns, read under the sequence lock `version`: again until no write overlapped.
+fn read_consistent<T>(version: &AtomicU64, read: impl Fn() -> T) -> (u64, T) {
+    loop {
+        let before = version.load(Ordering::Acquire);
+        if before % 2 == 1 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let value = read();
         fence(Ordering::Acquire);
-        if shared.version.load(Ordering::Relaxed) == before {
-            return (before, number, lease);
+        if version.load(Ordering::Relaxed) == before {
+            return (before, value);
         }
     }
+}
+
+/// Makes `change` under the sequence lock `version`; the caller is its only writer.
+fn write_consistent(version: &AtomicU64, change: impl FnOnce()) {
+    let before = version.load(Ordering::Relaxed);
+    version.store(before + 1, Ordering::Relaxed);
+    fence(Ordering::Release);
+    change();
+    version.store(before + 2, Ordering::Release);
 }
 
 /// Publishes `lease`, committed to the lease table, as this server's. `renewal`: it is the
@@ -222,13 +239,10 @@ pub fn withdraw() {
     write(|shared| shared.number.store(0, Ordering::Relaxed));
 }
 
+/// Changes the lease fields; the keeper is their only writer.
 fn write(change: impl FnOnce(&Shared)) {
     let shared = shared();
-    let version = shared.version.load(Ordering::Relaxed);
-    shared.version.store(version + 1, Ordering::Relaxed);
-    fence(Ordering::Release);
-    change(shared);
-    shared.version.store(version + 2, Ordering::Release);
+    write_consistent(&shared.version, || change(shared));
 }
 
 /// Records what the keeper is doing and why. Written by the keeper, and by the launcher while
@@ -242,39 +256,28 @@ pub fn report_keeper(state: KeeperState, cause: &str) {
     while !cause.is_char_boundary(length) {
         length -= 1;
     }
-    let version = shared.cause_version.load(Ordering::Relaxed);
-    shared.cause_version.store(version + 1, Ordering::Relaxed);
-    fence(Ordering::Release);
-    shared.keeper_state.store(state as u32, Ordering::Relaxed);
-    for (cell, byte) in shared.cause.iter().zip(&cause.as_bytes()[..length]) {
-        cell.store(*byte, Ordering::Relaxed);
-    }
-    shared.cause_len.store(length as u32, Ordering::Relaxed);
-    shared.cause_version.store(version + 2, Ordering::Release);
+    write_consistent(&shared.cause_version, || {
+        shared.keeper_state.store(state as u32, Ordering::Relaxed);
+        for (cell, byte) in shared.cause.iter().zip(&cause.as_bytes()[..length]) {
+            cell.store(*byte, Ordering::Relaxed);
+        }
+        shared.cause_len.store(length as u32, Ordering::Relaxed);
+    });
     shared.cause_writer.store(false, Ordering::Release);
 }
 
 /// The keeper's state, cause and process id.
 pub fn keeper() -> KeeperReport {
     let shared = shared();
-    loop {
-        let before = shared.cause_version.load(Ordering::Acquire);
-        if before % 2 == 1 {
-            std::hint::spin_loop();
-            continue;
-        }
-        let code = shared.keeper_state.load(Ordering::Relaxed);
+    let (_, (code, bytes)) = read_consistent(&shared.cause_version, || {
         let length = (shared.cause_len.load(Ordering::Relaxed) as usize).min(CAUSE_BYTES);
         let bytes: Vec<u8> = shared.cause[..length].iter().map(|cell| cell.load(Ordering::Relaxed)).collect();
-        fence(Ordering::Acquire);
-        if shared.cause_version.load(Ordering::Relaxed) == before {
-            let state = KeeperState::ALL.into_iter().find(|state| *state as u32 == code).unwrap_or(KeeperState::NotStarted);
-            return KeeperReport {
-                state,
-                cause: String::from_utf8_lossy(&bytes).into_owned(),
-                pid: shared.keeper_pid.load(Ordering::Relaxed),
-            };
-        }
+        (shared.keeper_state.load(Ordering::Relaxed), bytes)
+    });
+    KeeperReport {
+        state: KeeperState::ALL.into_iter().find(|state| *state as u32 == code).unwrap_or(KeeperState::NotStarted),
+        cause: String::from_utf8_lossy(&bytes).into_owned(),
+        pid: shared.keeper_pid.load(Ordering::Relaxed),
     }
 }
 

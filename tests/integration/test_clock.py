@@ -322,3 +322,32 @@ def test_a_restart_with_the_clock_sixty_seconds_back_resumes_after_the_high_wate
         rows, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM ids").fetchone()
         assert rows == distinct == len(before) + len(after)
         assert len(set(decoded_ids(conn, before + after))) == rows
+
+
+def test_waiting_for_a_first_lease_is_timed_by_the_monotonic_clock(make_cluster, fake_clock_preload):
+    """A call waits a few seconds for the keeper's first lease, then refuses. A wall clock
+    stepped back an hour meanwhile must not stretch that wait to an hour."""
+    cluster = make_cluster("randflake.database = 'absent'")
+    clock = FakeClock(cluster, fake_clock_preload, 0)
+    start_under_fake_clock(cluster, clock)
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    outcome: list = []
+
+    def call() -> None:
+        with cluster.connect() as conn:
+            started = time.monotonic()
+            try:
+                conn.execute("SELECT randflake_next()")
+                outcome.append(("issued", time.monotonic() - started))
+            except psycopg.Error as error:
+                outcome.append((error.sqlstate, time.monotonic() - started))
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    time.sleep(1)
+    clock.set(-3600)
+    caller.join(timeout=30)
+    assert outcome, "the call still waits after 30 s: its deadline followed the wall clock back"
+    sqlstate, waited = outcome[0]
+    assert sqlstate == "55000" and waited < 15, outcome

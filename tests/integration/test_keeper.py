@@ -97,13 +97,20 @@ def assert_unique(cluster: Cluster, dbname: str = "postgres") -> int:
 # --- 1. A lease table an ordinary role could have made is never used -------------------------
 
 
-def test_a_planted_lease_table_never_runs_as_superuser(make_cluster):
+def server_with_app_database(make_cluster, owner: str) -> Cluster:
+    """A server whose keeper works in database `app`, owned by `owner`, with role mallory; the
+    extension is in `postgres`, for randflake_status()."""
     cluster = make_cluster("randflake.database = 'app'")
     cluster.start()
     with cluster.connect() as admin:
-        admin.execute("CREATE EXTENSION randflake_pg")  # for randflake_status() here
+        admin.execute("CREATE EXTENSION randflake_pg")
         admin.execute("CREATE ROLE mallory LOGIN")
-        admin.execute("CREATE DATABASE app OWNER mallory")
+        admin.execute(f"CREATE DATABASE app OWNER {owner}")
+    return cluster
+
+
+def test_a_planted_lease_table_never_runs_as_superuser(make_cluster):
+    cluster = server_with_app_database(make_cluster, owner="mallory")
     with cluster.connect("app", user="mallory") as conn:
         conn.execute("CREATE SCHEMA randflake")
         conn.execute(f"CREATE TABLE randflake.node_leases ({LEASE_COLUMNS})")
@@ -138,12 +145,7 @@ def test_a_planted_lease_table_never_runs_as_superuser(make_cluster):
 def test_a_table_an_ordinary_role_made_in_a_superusers_schema_is_refused(make_cluster):
     """Even a superuser-owned schema does not make a relation trustworthy: only the extension's
     own member table is."""
-    cluster = make_cluster("randflake.database = 'app'")
-    cluster.start()
-    with cluster.connect() as admin:
-        admin.execute("CREATE EXTENSION randflake_pg")  # for randflake_status() here
-        admin.execute("CREATE ROLE mallory LOGIN")
-        admin.execute("CREATE DATABASE app")
+    cluster = server_with_app_database(make_cluster, owner="postgres")
     with cluster.connect("app") as admin:
         admin.execute("CREATE SCHEMA randflake")
         admin.execute("GRANT USAGE, CREATE ON SCHEMA randflake, public TO mallory")
@@ -193,11 +195,7 @@ def test_a_fleet_lease_table_an_ordinary_role_controls_is_refused(make_cluster):
 def test_database_settings_of_an_ordinary_owner_do_not_steer_the_keeper(make_cluster):
     """The owner of the keeper's database may set search_path and timeouts for it; the keeper
     pins its own and keeps leasing."""
-    cluster = make_cluster("randflake.database = 'app'")
-    cluster.start()
-    with cluster.connect() as admin:
-        admin.execute("CREATE ROLE mallory LOGIN")
-        admin.execute("CREATE DATABASE app OWNER mallory")
+    cluster = server_with_app_database(make_cluster, owner="mallory")
     with cluster.connect("app", user="mallory") as conn:
         conn.execute("ALTER DATABASE app SET search_path = mallory, pg_catalog")
         conn.execute("ALTER DATABASE app SET default_transaction_read_only = on")
@@ -366,6 +364,7 @@ def test_a_lease_survives_a_coordinator_that_commits_asynchronously(make_cluster
     with coordinator.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
         conn.execute("ALTER ROLE postgres SET synchronous_commit = off")
+        conn.execute("CHECKPOINT")  # the set-up itself is durable; only what follows is at risk
     first, second = make_cluster(*member_settings()), make_cluster(*member_settings())
     (second.dir / "randflake.key").write_text(first.key_hex)
     first.start()
