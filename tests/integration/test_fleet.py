@@ -206,7 +206,7 @@ def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
             assert time.monotonic() < deadline, "a member kept issuing past its lease"
             time.sleep(0.5)
         status = conn.execute("SELECT state, lease_refusals FROM randflake_status()").fetchone()
-        assert status[0].startswith("lease lapsed: keeper failing: could not check or renew") and status[1] >= 1
+        assert status[0].startswith("lease lapsed: keeper failing: ") and status[1] >= 1
         assert "retrying every second" in member.log()
 
         coordinator.start()
