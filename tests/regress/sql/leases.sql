@@ -38,6 +38,23 @@ INSERT INTO randflake.node_leases VALUES (0, 9, '1/1', 'regress', 1800000021, 18
 INSERT INTO randflake.node_leases VALUES (10, 19, '2/1', 'regress', 1800000000, 1800000599, 1800000599, now());
 SELECT first_node, last_node, holder, lease_start, lease_end, used_through FROM randflake.node_leases ORDER BY 1, 4;
 
+-- A transaction that writes a lease commits durably, whatever the session asked for, and only
+-- that transaction; one that only reads keeps the session's setting; a stronger one is kept.
+SET synchronous_commit = off;
+BEGIN;
+SELECT count(*) AS leases FROM randflake.node_leases;
+SHOW synchronous_commit;
+UPDATE randflake.node_leases SET used_through = used_through WHERE first_node = 10;
+SHOW synchronous_commit;
+COMMIT;
+SHOW synchronous_commit;
+BEGIN;
+SET LOCAL synchronous_commit = remote_apply;
+UPDATE randflake.node_leases SET used_through = used_through WHERE first_node = 10;
+SHOW synchronous_commit;
+COMMIT;
+RESET synchronous_commit;
+
 -- Only superusers write leases; pg_monitor may read them and call randflake_status().
 CREATE ROLE randflake_watcher LOGIN IN ROLE pg_monitor;
 CREATE ROLE randflake_intruder LOGIN;
