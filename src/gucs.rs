@@ -22,6 +22,7 @@ static NODE_ID_MAX: GucSetting<i32> = GucSetting::<i32>::new(MAX_NODE as i32);
 static MAX_NODES_PER_BACKEND: GucSetting<i32> = GucSetting::<i32>::new(128);
 static NODE_SOURCE: GucSetting<NodeSource> = GucSetting::<NodeSource>::new(NodeSource::Range);
 static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+static KEEPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(600);
 static FLEET_LEASE_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static FLEET_BLOCK_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
@@ -120,6 +121,14 @@ pub fn define() {
             None,
             None,
         );
+        GucRegistry::define_string_guc(
+            c"randflake.keeper_role",
+            c"Role the lease keeper runs as; empty: the bootstrap superuser.",
+            c"A role with LOGIN (it needs no password) and only the rights the keeper uses: USAGE on schema randflake and SELECT, INSERT, UPDATE, DELETE on randflake.node_leases in randflake.database; in fleet mode, the same on the fleet lease table and a user mapping for the coordinator. The keeper then cannot do more than that, whatever runs in its transactions.",
+            &KEEPER_ROLE,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
         GucRegistry::define_string_guc_with_hooks(
             c"randflake.fleet_lease_table",
             c"In fleet mode, the schema-qualified table holding the fleet's leases, normally a postgres_fdw foreign table.",
@@ -178,7 +187,10 @@ pub fn define() {
 /// One line for the server log at start-up: where IDs will come from, as the settings say.
 pub fn describe_configuration() -> String {
     let (first, last) = node_range();
-    let database = database();
+    let database = match keeper_role() {
+        Some(role) => format!("{}\" by role \"{role}", database()),
+        None => database(),
+    };
     match node_source() {
         NodeSource::Range => {
             format!("node source range, nodes {first}..{last}, leased in database \"{database}\"")
@@ -198,6 +210,11 @@ pub fn node_source() -> NodeSource {
 
 pub fn database() -> String {
     DATABASE.get().map_or_else(|| "postgres".to_owned(), |name| name.to_string_lossy().into_owned())
+}
+
+/// The role the lease keeper connects as; `None`: the bootstrap superuser.
+pub fn keeper_role() -> Option<String> {
+    KEEPER_ROLE.get().map(|name| name.to_string_lossy().into_owned()).filter(|name| !name.is_empty())
 }
 
 pub fn lease_seconds() -> u64 {

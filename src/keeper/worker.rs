@@ -39,7 +39,7 @@ pub extern "C-unwind" fn randflake_lease_keeper_main(_argument: pg_sys::Datum) {
     // SAFETY: registering an exit callback from the worker's thread; it runs after the
     // transaction clean-up, so the place is free only once this keeper has stopped writing.
     unsafe { pg_sys::on_shmem_exit(Some(give_up_keeper_place), pg_sys::Datum::from(pid)) };
-    BackgroundWorker::connect_worker_to_spi(Some(&gucs::database()), None);
+    BackgroundWorker::connect_worker_to_spi(Some(&gucs::database()), gucs::keeper_role().as_deref());
     bounds::pin_settings();
     bounds::register_hard_deadline();
     let mut keeper = Keeper::new();

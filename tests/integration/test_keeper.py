@@ -206,6 +206,28 @@ def test_database_settings_of_an_ordinary_owner_do_not_steer_the_keeper(make_clu
         wait_for(lambda: status(conn)["state"] == "active", 15, "a lease despite the database's settings")
 
 
+def test_the_keeper_can_run_as_a_role_with_only_the_rights_it_needs(make_cluster):
+    cluster = make_cluster()
+    cluster.start()
+    with cluster.connect() as admin:
+        admin.execute("CREATE ROLE randflake_keeper LOGIN")
+        admin.execute("CREATE EXTENSION randflake_pg")
+        admin.execute("GRANT USAGE ON SCHEMA randflake TO randflake_keeper")
+        admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON randflake.node_leases TO randflake_keeper")
+    cluster.configure("randflake.keeper_role = 'randflake_keeper'")
+    cluster.stop()
+    cluster.start()
+    with cluster.connect() as admin:
+        wait_for(lambda: status(admin)["state"] == "active", 15, "a lease taken by the keeper role")
+        keeper_user = admin.execute(
+            "SELECT a.usename, r.rolsuper FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid WHERE a.pid = %s",
+            (status(admin)["keeper_pid"],),
+        ).fetchone()
+        assert keeper_user == ("randflake_keeper", False)
+        assert admin.execute("SELECT count(DISTINCT randflake_next()) FROM generate_series(1, 1000)").fetchone()[0] == 1000
+    assert 'randflake_pg: node source range, nodes 0..131071, leased in database "postgres" by role "randflake_keeper"' in cluster.log()
+
+
 # --- 2. A terminated keeper comes back -------------------------------------------------------
 
 
