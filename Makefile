@@ -74,7 +74,8 @@ test: deps
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
 	$(MAKE) --no-print-directory pgtest install-package server-tests || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
-	cargo pgrx install --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features
+	cargo pgrx install --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features || \
+		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	@tests/sentinel.sh check $(SENTINEL_DIR)
 	$(MAKE) --no-print-directory install
 

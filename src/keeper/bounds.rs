@@ -22,7 +22,7 @@ use std::time::Duration;
 use pgrx::pg_sys;
 
 /// How long a lock on the lease table may hold up one of the keeper's statements.
-pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+const LOCK_WAIT: Duration = Duration::from_secs(1);
 
 /// How long after the soft deadline the hard one drops the coordinator connections.
 const HARD_GRACE: Duration = Duration::from_secs(1);
