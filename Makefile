@@ -1,7 +1,10 @@
 # randflake_pg: build, install, demo and test. `make help` lists the targets.
 
+# The PostgreSQL major to build and test for: 15 (default), 16, 17 or 18; tools/postgres-major.sh
+# says where each comes from.
 PG_MAJOR    ?= 15
-PG_CONFIG   ?= /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
+SUPPORTED_MAJORS := 15 16 17 18
+PG_CONFIG   ?= $(shell tools/postgres-major.sh pg-config $(PG_MAJOR))
 VENV        ?= target/venv
 # Scratch clusters live under /tmp so that the postgres user can reach them.
 SCRATCH     ?= /tmp/randflake_pg-scratch
@@ -23,17 +26,30 @@ SOAK_ARGS   ?= --duration 600 --clients 32
 FUZZ_SECONDS ?= 600
 
 export PG_CONFIG PG_MAJOR VENV
+# psql, pg_dump and pgbench of the chosen major come first.
+export PATH := $(dir $(PG_CONFIG)):$(PATH)
 
-.PHONY: help deps build install stage package install-package docs demo demo-stop test unit pgtest server-tests installcheck bench soak fuzz clean
+# The integration suites whose subject can differ between majors: shared memory, the keeper,
+# leases, crashes, clock steps, replicas, upgrades, dump/restore, GUCs, replication. `test-all`
+# runs only these on the majors after the first; the rest (examples, interop, bad input, soak)
+# exercises code that no major changes.
+MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
+	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
+	multimaster pg_upgrade sql_reference))
+
+.PHONY: help deps build install stage package install-package docs demo demo-stop test test-all test-server unit pgtest server-tests installcheck bench soak fuzz clean
 
 help:
-	@echo "make deps          install build and test prerequisites (idempotent)"
+	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
+	@echo "make deps          install build and test prerequisites for PG_MAJOR (idempotent)"
 	@echo "make install       build (release) and install the extension into $(PG_CONFIG)'s server"
-	@echo "make package       target/dist/: a tarball of the installed files and a .deb (PostgreSQL $(PG_MAJOR))"
+	@echo "make package       target/dist/: a tarball of the installed files, and a .deb for Debian's PostgreSQL 15"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
 	@echo "make test          every suite: unit, fuzz, #[pg_test], the package, pg_regress, integration, on a private copy of"
 	@echo "                   PostgreSQL; a server running on the installed library meanwhile must come through unharmed"
+	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
+	@echo "                   suites after the first major)"
 	@echo "make docs          rewrite docs/sql-reference.md from the installed extension (make test checks it)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
@@ -66,11 +82,27 @@ demo-stop:
 	@tests/scratch-cluster.sh destroy $(DEMO_DIR)
 	@echo "demo cluster removed"
 
-# The sentinel is a server on the installed library, started before the suites and checked after
-# them and after installing a different build (a debug one) over it: same postmaster, no crash.
 test: deps
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+	$(MAKE) --no-print-directory test-server
+
+# The first major gets every suite; the others what can differ between majors, and the newest
+# also a pg_upgrade from the first's staged installation. Each major's pg_config is named
+# explicitly, since this make's own is exported.
+test-all:
+	$(MAKE) --no-print-directory test
+	set -e; for major in $(filter-out $(PG_MAJOR),$(SUPPORTED_MAJORS)); do \
+		config=$$(tools/postgres-major.sh pg-config $$major); \
+		upgrade_from=; [ $$major != $(lastword $(SUPPORTED_MAJORS)) ] || upgrade_from=$(STAGE_BINDIR)/pg_config; \
+		$(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config deps; \
+		RANDFLAKE_UPGRADE_FROM=$$upgrade_from $(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config \
+			PYTEST_ARGS="$(MAJOR_SENSITIVE_TESTS)" test-server; \
+	done
+
+# The sentinel is a server on the installed library, started before the suites and checked after
+# them and after installing a different build (a debug one) over it: same postmaster, no crash.
+test-server:
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
 	$(MAKE) --no-print-directory pgtest install-package server-tests || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
@@ -83,7 +115,7 @@ unit:
 	cargo test -p randflake
 
 pgtest: stage
-	PGRX_HOME=$(STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest
+	PGRX_HOME=$(STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest-$(PG_MAJOR)
 
 server-tests:
 	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)
@@ -92,7 +124,7 @@ server-tests:
 	@$(STAGED) psql -h $(SCRATCH) -p $(TEST_PORT) -U postgres -d postgres -qc 'CREATE EXTENSION randflake_pg'
 	@$(STAGED) PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
 	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)
-	$(STAGED) $(VENV)/bin/pytest tests/integration $(PYTEST_ARGS)
+	$(STAGED) $(VENV)/bin/pytest $(or $(PYTEST_ARGS),tests/integration)
 
 docs: install
 	RANDFLAKE_WRITE_SQL_REFERENCE=1 $(VENV)/bin/pytest -q tests/integration/test_sql_reference.py

@@ -257,10 +257,17 @@ unsafe fn proposed<'a>(newval: *mut *mut c_char) -> Option<&'a CStr> {
 }
 
 /// Hands a parsed secret from a check hook to its assign hook through PostgreSQL's "extra"
-/// pointer, which PostgreSQL frees with free(): so the copy must come from malloc().
+/// pointer. PostgreSQL frees that with its GUC allocator, so the copy must come from it too:
+/// malloc() up to 15; from 16 on, guc_malloc() (GUC memory, freed with pfree(), which rejects a
+/// malloc()ed pointer, and does so in every parallel worker, which resets the settings).
 unsafe fn store_extra(extra: *mut *mut c_void, secret: &Secret) -> bool {
     let bytes = secret.as_bytes();
+    // SAFETY: an allocation of 16 bytes; at LOG level guc_malloc() returns NULL rather than
+    // raising an ERROR when memory runs out, as malloc() does.
+    #[cfg(feature = "pg15")]
     let copy = unsafe { libc::malloc(bytes.len()) }.cast::<u8>();
+    #[cfg(not(feature = "pg15"))]
+    let copy = unsafe { pg_sys::guc_malloc(pg_sys::LOG as c_int, bytes.len()) }.cast::<u8>();
     if copy.is_null() {
         return reject("out of memory while validating the randflake secret", "Retry.");
     }

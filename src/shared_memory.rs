@@ -11,7 +11,6 @@ use pgrx::prelude::*;
 use crate::{lease_state, node_table};
 
 static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 
 const SIZE: usize = node_table::SHARED_SIZE + lease_state::SHARED_SIZE;
@@ -22,17 +21,11 @@ pub fn reserve() {
     unsafe {
         PREVIOUS_STARTUP_HOOK = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(attach);
-        #[cfg(any(feature = "pg13", feature = "pg14"))]
-        pg_sys::RequestAddinShmemSpace(SIZE);
-        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-        {
-            PREVIOUS_REQUEST_HOOK = pg_sys::shmem_request_hook;
-            pg_sys::shmem_request_hook = Some(request);
-        }
+        PREVIOUS_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(request);
     }
 }
 
-#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 #[pg_guard]
 unsafe extern "C-unwind" fn request() {
     unsafe {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Checks the artifacts of `make package`, checks that dpkg would install the .deb here, and
-# unpacks it into the test suites' copy of PostgreSQL (tools/stage-postgres.sh), so that the
-# server tests which follow in `make test` run on exactly what a DBA would install. Also checks
+# Checks the artifacts of `make package`, checks that dpkg would install the .deb here (Debian's
+# PostgreSQL only; the other majors get a tarball alone), and unpacks the package into the test
+# suites' copy of PostgreSQL (tools/stage-postgres.sh), so that the server tests which follow in
+# `make test` run on exactly what a DBA would install. Also checks
 # that the randflake crate packages for crates.io and builds from its package alone.
 # Usage: tests/check-package.sh <pg_config> <pg major> <stage directory>
 set -euo pipefail
@@ -16,6 +17,11 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 LIBDIR=$("$PG_CONFIG" --pkglibdir)
 EXTDIR=$("$PG_CONFIG" --sharedir)/extension
+# Debian's packages live at fixed paths; a relocatable installation's tarball is relative to its root.
+ROOT=/
+[ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ] || ROOT=$(dirname "$("$PG_CONFIG" --bindir)")/
+LIBDIR=${LIBDIR#"$ROOT"}
+EXTDIR=${EXTDIR#"$ROOT"}
 
 # Every file a server needs, at the paths this pg_config names. Upgrade scripts are whatever
 # sql/ holds, so a release that forgets to ship one fails here.
@@ -25,32 +31,43 @@ for script in sql/randflake_pg--*--*.sql; do
 done
 
 # PGXN's metadata names the same release.
-python3 - "$VERSION" <<'PY' || fail "META.json does not describe release $VERSION"
+python3 - "$VERSION" "$PG_MAJOR" <<'PY' || fail "META.json does not describe release $VERSION on PostgreSQL $PG_MAJOR"
 import json, sys
 meta = json.load(open("META.json"))
-version = sys.argv[1]
+version, major = sys.argv[1:]
 assert meta["version"] == version and meta["provides"]["randflake_pg"]["version"] == version
 assert meta["meta-spec"]["version"] == "1.0.0"
+assert major in meta["x_tested_postgresql_majors"]
+for phase in ("runtime", "build"):
+    assert meta["prereqs"][phase]["requires"]["PostgreSQL"] == ">= 15.0.0, < 19.0.0"
 PY
 
 tarball=$(ls "$OUT"/randflake_pg-"$VERSION"-pg"$PG_MAJOR"-*.tar.gz) || fail "no tarball for $VERSION"
-deb=$(ls "$OUT"/postgresql-"$PG_MAJOR"-randflake-pg_"$VERSION"-1_*.deb) || fail "no .deb for $VERSION"
-tar_files=$(tar -tzf "$tarball")
-deb_files=$(dpkg-deb --contents "$deb" | awk '{print $NF}' | sed 's|^\./||')
+tar_files=$(tar -tzf "$tarball" | sed 's|^\./||')
 for file in "${expected[@]}"; do
     grep -qx "$file" <<<"$tar_files" || fail "$tarball lacks $file"
-    grep -qx "$file" <<<"$deb_files" || fail "$deb lacks $file"
 done
-grep -q "^default_version = '$VERSION'" <(tar -xzOf "$tarball" "${EXTDIR#/}/randflake_pg.control") ||
+grep -q "^default_version = '$VERSION'" <(tar -xzOf "$tarball" "./${EXTDIR#/}/randflake_pg.control") ||
     fail "the packaged control file does not default to $VERSION"
-[ "$(dpkg-deb --field "$deb" Version)" = "$VERSION-1" ] || fail "$deb has the wrong version"
-dpkg-deb --field "$deb" Depends | grep -q "postgresql-$PG_MAJOR" || fail "$deb does not depend on postgresql-$PG_MAJOR"
 
-# The dependencies resolve on this machine; the files go to the stage, never under a running server.
-as_root dpkg --dry-run -i "$deb" >/dev/null || fail "dpkg would not install $deb"
-dpkg-deb -x "$deb" "$STAGE"
+if [ "$ROOT" = / ]; then
+    deb=$(ls "$OUT"/postgresql-"$PG_MAJOR"-randflake-pg_"$VERSION"-1_*.deb) || fail "no .deb for $VERSION"
+    deb_files=$(dpkg-deb --contents "$deb" | awk '{print $NF}' | sed 's|^\./||')
+    for file in "${expected[@]}"; do
+        grep -qx "$file" <<<"$deb_files" || fail "$deb lacks $file"
+    done
+    [ "$(dpkg-deb --field "$deb" Version)" = "$VERSION-1" ] || fail "$deb has the wrong version"
+    dpkg-deb --field "$deb" Depends | grep -q "postgresql-$PG_MAJOR" || fail "$deb does not depend on postgresql-$PG_MAJOR"
+    # The dependencies resolve on this machine; the files go to the stage, never under a running server.
+    as_root dpkg --dry-run -i "$deb" >/dev/null || fail "dpkg would not install $deb"
+    dpkg-deb -x "$deb" "$STAGE"
+    installed="$(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each"
+else
+    tar -xzf "$tarball" -C "$STAGE$ROOT"
+    installed="$(basename "$tarball") holds ${#expected[@]} files"
+fi
 for file in "${expected[@]}"; do
-    cmp -s "$STAGE/$file" <(tar -xzOf "$tarball" "$file") || fail "$STAGE/$file differs from the tarball's"
+    cmp -s "$STAGE$ROOT$file" <(tar -xzOf "$tarball" "./$file") || fail "$STAGE$ROOT$file differs from the tarball's"
 done
 # The crate: its package holds the license, the README and the vectors its tests read, not the
 # fuzz crate, and `cargo package` builds it from the packaged files alone.
@@ -62,4 +79,4 @@ done
 ! grep -q '^fuzz/' <<<"$crate_files" || fail "the randflake crate package holds fuzz/"
 cargo package -p randflake --allow-dirty --quiet || fail "the randflake crate does not build from its package"
 
-echo "check-package: $(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each; the .deb installs here and is unpacked into $STAGE; the randflake crate packages"
+echo "check-package: $installed, unpacked into $STAGE; the randflake crate packages"

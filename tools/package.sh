@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the installable artifacts for one PostgreSQL major version into target/dist/:
-#   randflake_pg-<version>-pg<major>-<arch>.tar.gz   the `cargo pgrx package` tree, unpacked over /
-#   postgresql-<major>-randflake-pg_<version>-1_<arch>.deb   the same files, built with dpkg-deb
+#   randflake_pg-<version>-pg<major>-<arch>.tar.gz   the `cargo pgrx package` tree: for Debian's
+#       PostgreSQL, unpacked over /; for a relocatable installation (the other majors, see
+#       tools/postgres-major.sh), unpacked into its root, the parent of `pg_config --bindir`
+#   postgresql-<major>-randflake-pg_<version>-1_<arch>.deb   the same files, built with dpkg-deb,
+#       for Debian's PostgreSQL only (a .deb depends on the server's package)
 # Usage: tools/package.sh <pg_config> <pg major>
 set -euo pipefail
 
@@ -20,14 +23,25 @@ cargo pgrx package --pg-config "$PG_CONFIG" --features "pg$PG_MAJOR" --no-defaul
 # Debian ships libraries without their debugging symbols; so do both artifacts.
 find "$TREE" -name '*.so' -exec strip --strip-unneeded {} +
 
-# Documentation travels with both artifacts, in Debian's place for it.
-DOC=$TREE/usr/share/doc/postgresql-$PG_MAJOR-randflake-pg
+if [ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ]; then
+    DOC=$TREE/usr/share/doc/postgresql-$PG_MAJOR-randflake-pg
+else
+    # Paths relative to the installation's root, wherever it was unpacked.
+    PREFIX=$(dirname "$("$PG_CONFIG" --bindir)")
+    mv "$TREE" "$OUT/absolute"
+    mv "$OUT/absolute$PREFIX" "$TREE"
+    rm -rf "$OUT/absolute"
+    DOC=$TREE/share/doc/randflake_pg
+fi
+# Documentation travels with the artifacts, in Debian's place for it.
 mkdir -p "$DOC"
 cp README.md LICENSE "$DOC/"
 cp -r docs "$DOC/"
 
 TARBALL=$OUT/randflake_pg-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
-tar --owner=0 --group=0 --sort=name -czf "$TARBALL" -C "$TREE" usr
+tar --owner=0 --group=0 --sort=name -czf "$TARBALL" -C "$TREE" .
+echo "package: $TARBALL"
+[ -n "${PREFIX:-}" ] && exit 0
 
 DEB_NAME=postgresql-$PG_MAJOR-randflake-pg
 DEB_TREE=$OUT/deb
@@ -60,6 +74,4 @@ EOF
 DEB=$OUT/${DEB_NAME}_$VERSION-1_$ARCH.deb
 dpkg-deb --root-owner-group --build "$DEB_TREE" "$DEB" >/dev/null
 rm -rf "$DEB_TREE" "$OUT/shlibs"
-
-echo "package: $TARBALL"
 echo "package: $DEB"

@@ -21,6 +21,18 @@ for option in --bindir --pkglibdir --sharedir; do
     mkdir -p "$stage$(dirname "$dir")"
     cp -a "$dir" "$stage$dir"
 done
+# Wheel-built servers find their bundled libraries through an $ORIGIN-relative RPATH that may
+# point outside those directories; each such directory comes along too.
+for binary in "$("$pg_config" --bindir)"/* "$("$pg_config" --pkglibdir)"/*.so; do
+    readelf -d "$binary" 2>/dev/null | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p' | tr ':' '\n' |
+        sed -n 's|^\$ORIGIN|'"$(dirname "$binary")"'|p'
+done | sort -u | while read -r libs; do
+    libs=$(realpath -m "$libs")
+    if [ -d "$libs" ] && [ ! -e "$stage$libs" ]; then
+        mkdir -p "$stage$(dirname "$libs")"
+        cp -a "$libs" "$stage$libs"
+    fi
+done
 include=$("$pg_config" --includedir-server)
 mkdir -p "$stage$(dirname "$include")"
 ln -s "$include" "$stage$include"

@@ -29,6 +29,12 @@ pub fn register() {
     if gucs::node_source() == NodeSource::Off {
         return;
     }
+    // pg_upgrade starts both servers in binary-upgrade mode while it rebuilds the catalogs and
+    // moves the data files: leases written then would go into a database being rebuilt.
+    // SAFETY: a PostgreSQL global, set from the postmaster's options before libraries preload.
+    if unsafe { pgrx::pg_sys::IsBinaryUpgrade } {
+        return;
+    }
     // Starts only once recovery has finished: a standby cannot write leases, and promotion is
     // exactly when it must begin to.
     BackgroundWorkerBuilder::new("randflake_pg keeper launcher")

