@@ -82,34 +82,36 @@ demo-stop:
 	@tests/scratch-cluster.sh destroy $(DEMO_DIR)
 	@echo "demo cluster removed"
 
+# The sentinel is a server on the installed library, started before the suites and checked after
+# them and after installing a different build (a debug one) over it: same postmaster, no crash.
 test: deps
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
-	$(MAKE) --no-print-directory test-server
-
-# The first major gets every suite; the others what can differ between majors, and the newest
-# also a pg_upgrade from the first's staged installation. Each major's pg_config is named
-# explicitly, since this make's own is exported.
-test-all:
-	$(MAKE) --no-print-directory test
-	set -e; for major in $(filter-out $(PG_MAJOR),$(SUPPORTED_MAJORS)); do \
-		config=$$(tools/postgres-major.sh pg-config $$major); \
-		upgrade_from=; [ $$major != $(lastword $(SUPPORTED_MAJORS)) ] || upgrade_from=$(STAGE_BINDIR)/pg_config; \
-		$(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config deps; \
-		RANDFLAKE_UPGRADE_FROM=$$upgrade_from $(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config \
-			PYTEST_ARGS="$(MAJOR_SENSITIVE_TESTS)" test-server; \
-	done
-
-# The sentinel is a server on the installed library, started before the suites and checked after
-# them and after installing a different build (a debug one) over it: same postmaster, no crash.
-test-server:
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
-	$(MAKE) --no-print-directory pgtest install-package server-tests || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+	$(MAKE) --no-print-directory test-server || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	cargo pgrx install --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features || \
 		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	@tests/sentinel.sh check $(SENTINEL_DIR)
 	$(MAKE) --no-print-directory install
+
+# The server-level suites of one major: #[pg_test], the package, pg_regress, integration.
+test-server: install
+	$(MAKE) --no-print-directory pgtest install-package server-tests
+
+# The first major gets every suite; the others what can differ between majors (the sentinel
+# checks how files are installed, which no major changes), and the newest also a pg_upgrade
+# from an older 15 (tools/upgrade-source.sh) with the first's packaged build. Each major's
+# pg_config is named explicitly, since this make's own is exported.
+test-all:
+	$(MAKE) --no-print-directory test
+	set -e; for major in $(filter-out $(PG_MAJOR),$(SUPPORTED_MAJORS)); do \
+		config=$$(tools/postgres-major.sh pg-config $$major); \
+		upgrade_from=; [ $$major != $(lastword $(SUPPORTED_MAJORS)) ] || upgrade_from=$$(tools/upgrade-source.sh $(STAGE)); \
+		$(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config deps; \
+		RANDFLAKE_UPGRADE_FROM=$$upgrade_from $(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config \
+			PYTEST_ARGS="$(MAJOR_SENSITIVE_TESTS)" test-server; \
+	done
 
 unit:
 	cargo test -p randflake

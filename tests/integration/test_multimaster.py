@@ -116,14 +116,19 @@ def test_two_masters_insert_under_load_without_a_conflict(make_cluster):
     total = sum(inserted.values())
     assert min(inserted.values()) > 1000, inserted
 
-    def converged():
-        digests = []
+    def row_counts() -> list[int]:
+        counts = []
         for server in servers.values():
             with server.connect() as conn:
-                digests.append(table_digest(conn))
-        return digests[0][0] == total and digests[0] == digests[1]
+                counts.append(conn.execute("SELECT count(*) FROM orders").fetchone()[0])
+        return counts
 
-    wait_for(converged, 120, f"both copies to hold all {total} rows")
+    wait_for(lambda: row_counts() == [total, total], 120, f"both copies to hold all {total} rows", interval=0.5)
+    digests = []
+    for server in servers.values():
+        with server.connect() as conn:
+            digests.append(table_digest(conn))
+    assert digests[0] == digests[1]
 
     for side, server in servers.items():
         with server.connect() as conn:
