@@ -14,10 +14,12 @@ OUT=target/dist
 VERSION=$(cargo metadata --no-deps --format-version 1 |
     python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "randflake_pg"))')
 ARCH=$(dpkg --print-architecture)
-TREE=$OUT/root
+# Each major builds in a directory of its own and replaces only its own artifacts.
+WORK=$OUT/work-pg$PG_MAJOR
+TREE=$WORK/root
 
-rm -rf "$OUT"
-mkdir -p "$OUT"
+rm -rf "$WORK" "$OUT"/randflake_pg-*-pg"$PG_MAJOR"-*.tar.gz "$OUT"/postgresql-"$PG_MAJOR"-randflake-pg_*.deb
+mkdir -p "$WORK"
 cargo pgrx package --pg-config "$PG_CONFIG" --features "pg$PG_MAJOR" --no-default-features --out-dir "$TREE"
 
 # Debian ships libraries without their debugging symbols; so do both artifacts.
@@ -28,9 +30,9 @@ if [ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ]; then
 else
     # Paths relative to the installation's root, wherever it was unpacked.
     PREFIX=$(dirname "$("$PG_CONFIG" --bindir)")
-    mv "$TREE" "$OUT/absolute"
-    mv "$OUT/absolute$PREFIX" "$TREE"
-    rm -rf "$OUT/absolute"
+    mv "$TREE" "$WORK/absolute"
+    mv "$WORK/absolute$PREFIX" "$TREE"
+    rm -rf "$WORK/absolute"
     DOC=$TREE/share/doc/randflake_pg
 fi
 # Documentation travels with the artifacts, in Debian's place for it.
@@ -41,10 +43,13 @@ cp -r docs "$DOC/"
 TARBALL=$OUT/randflake_pg-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
 tar --owner=0 --group=0 --sort=name -czf "$TARBALL" -C "$TREE" .
 echo "package: $TARBALL"
-[ -n "${PREFIX:-}" ] && exit 0
+if [ -n "${PREFIX:-}" ]; then
+    rm -rf "$WORK"
+    exit 0
+fi
 
 DEB_NAME=postgresql-$PG_MAJOR-randflake-pg
-DEB_TREE=$OUT/deb
+DEB_TREE=$WORK/deb
 cp -a "$TREE" "$DEB_TREE"
 mkdir -p "$DEB_TREE/DEBIAN"
 # Debian wants the copyright file under that name; the .so's shared-library needs come from
@@ -52,9 +57,9 @@ mkdir -p "$DEB_TREE/DEBIAN"
 mv "$DEB_TREE/usr/share/doc/$DEB_NAME/LICENSE" "$DEB_TREE/usr/share/doc/$DEB_NAME/copyright"
 SHLIBS=libc6
 if command -v dpkg-shlibdeps >/dev/null; then
-    mkdir -p "$OUT/shlibs/debian" && touch "$OUT/shlibs/debian/control"
+    mkdir -p "$WORK/shlibs/debian" && touch "$WORK/shlibs/debian/control"
     SO=$(find "$DEB_TREE" -name 'randflake_pg.so' -printf '%P\n')
-    SHLIBS=$(cd "$OUT/shlibs" && dpkg-shlibdeps -O "../deb/$SO" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+    SHLIBS=$(cd "$WORK/shlibs" && dpkg-shlibdeps -O "../deb/$SO" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
 fi
 cat >"$DEB_TREE/DEBIAN/control" <<EOF
 Package: $DEB_NAME
@@ -73,5 +78,5 @@ Description: Randflake IDs for PostgreSQL $PG_MAJOR
 EOF
 DEB=$OUT/${DEB_NAME}_$VERSION-1_$ARCH.deb
 dpkg-deb --root-owner-group --build "$DEB_TREE" "$DEB" >/dev/null
-rm -rf "$DEB_TREE" "$OUT/shlibs"
+rm -rf "$WORK"
 echo "package: $DEB"
