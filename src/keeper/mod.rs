@@ -30,7 +30,8 @@ pub fn register() {
         return;
     }
     // pg_upgrade starts both servers in binary-upgrade mode while it rebuilds the catalogs and
-    // moves the data files: leases written then would go into a database being rebuilt.
+    // moves the data files. A keeper connected then keeps pg_restore from dropping and
+    // re-creating its database, so pg_upgrade fails, and leases it wrote would be overwritten.
     // SAFETY: a PostgreSQL global, set from the postmaster's options before libraries preload.
     if unsafe { pgrx::pg_sys::IsBinaryUpgrade } {
         return;

@@ -67,12 +67,17 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     try:
         result = run_as_owner(
             [f"{new_bindir}/pg_upgrade", "-b", old_bindir, "-B", new_bindir, "-d", str(old.dir), "-D", str(new.dir),
-             "-p", str(old.port), "-P", str(new.port), "-U", "postgres", f"--socketdir={work}"],
+             "-p", str(old.port), "-P", str(new.port), "-U", "postgres", f"--socketdir={work}", "--retain"],
             cwd=work,
         )
         logs = "".join(f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}\n"
                        for log in sorted(new.dir.glob("pg_upgrade_output.d/*/log/*.log")))
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:] + logs
+        # Both servers that pg_upgrade ran (in binary-upgrade mode) logged to this file.
+        server_logs = "".join(log.read_text(errors="replace")
+                              for log in new.dir.glob("pg_upgrade_output.d/*/log/pg_upgrade_server.log"))
+        assert "database system is ready" in server_logs
+        assert "randflake_pg keeper launcher" not in server_logs and "randflake_pg lease keeper" not in server_logs
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
