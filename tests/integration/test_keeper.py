@@ -10,7 +10,6 @@ import threading
 import time
 
 import psycopg
-import pytest
 
 from conftest import Cluster, needs_postgres_fdw, status, wait_for
 from test_fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings

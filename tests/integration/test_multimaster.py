@@ -18,10 +18,9 @@ import time
 import psycopg
 import pytest
 
-from conftest import Cluster, pg_config, wait_for, write_server_file
+from conftest import Cluster, server_major, wait_for, write_server_file
 
-MAJOR = int(pg_config("--version").split()[1].split(".")[0])
-pytestmark = pytest.mark.skipif(MAJOR < 16, reason="CREATE SUBSCRIPTION ... WITH (origin = none) needs PostgreSQL 16")
+pytestmark = pytest.mark.skipif(server_major() < 16, reason="CREATE SUBSCRIPTION ... WITH (origin = none) needs PostgreSQL 16")
 
 RANGES = {"a": (1000, 1999), "b": (2000, 2999)}
 TABLE = """CREATE TABLE orders (

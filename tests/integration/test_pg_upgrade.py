@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from conftest import Cluster, decoded_ids, pg_config, status, wait_for, write_server_file
+from conftest import Cluster, as_owner, decoded_ids, pg_config, server_major, status, wait_for, write_server_file
 
 OLD_PG_CONFIG = os.environ.get("RANDFLAKE_UPGRADE_FROM")
 pytestmark = pytest.mark.skipif(not OLD_PG_CONFIG, reason="RANDFLAKE_UPGRADE_FROM names no older PostgreSQL")
@@ -29,21 +29,10 @@ pytestmark = pytest.mark.skipif(not OLD_PG_CONFIG, reason="RANDFLAKE_UPGRADE_FRO
 SETTINGS = ("randflake.node_id_min = 10", "randflake.node_id_max = 209", "randflake.lease_seconds = 10")
 
 
-def major_of(config: str) -> int:
-    version = subprocess.run([config, "--version"], check=True, capture_output=True, text=True).stdout
-    return int(version.split()[1].split(".")[0])
-
-
-def run_as_owner(command: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    if os.getuid() == 0:
-        command = ["runuser", "-u", "postgres", "--", *command]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-
-
 def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
-    old_bindir = subprocess.run([OLD_PG_CONFIG, "--bindir"], check=True, capture_output=True, text=True).stdout.strip()
+    old_bindir = pg_config("--bindir", OLD_PG_CONFIG)
     new_bindir = pg_config("--bindir")
-    assert major_of(OLD_PG_CONFIG) < major_of(os.environ.get("PG_CONFIG", "pg_config"))
+    assert server_major(OLD_PG_CONFIG) < server_major()
 
     old: Cluster = make_cluster(*SETTINGS, pg_config=OLD_PG_CONFIG)
     old.start()
@@ -65,10 +54,11 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     if os.getuid() == 0:
         shutil.chown(work, "postgres", "postgres")
     try:
-        result = run_as_owner(
-            [f"{new_bindir}/pg_upgrade", "-b", old_bindir, "-B", new_bindir, "-d", str(old.dir), "-D", str(new.dir),
-             "-p", str(old.port), "-P", str(new.port), "-U", "postgres", f"--socketdir={work}", "--retain"],
-            cwd=work,
+        result = subprocess.run(
+            as_owner([f"{new_bindir}/pg_upgrade", "-b", old_bindir, "-B", new_bindir, "-d", str(old.dir),
+                      "-D", str(new.dir), "-p", str(old.port), "-P", str(new.port), "-U", "postgres",
+                      f"--socketdir={work}", "--retain"]),
+            cwd=work, capture_output=True, text=True,
         )
         logs = "".join(f"--- {log} ---\n{log.read_text(errors='replace')[-3000:]}\n"
                        for log in sorted(new.dir.glob("pg_upgrade_output.d/*/log/*.log")))

@@ -12,7 +12,6 @@ Proven here, on real servers and real streaming replication:
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -20,13 +19,9 @@ import time
 import psycopg
 import pytest
 
-from conftest import SCRIPT, Cluster, decoded_ids, pg_config, sql_error, status, write_server_file
+from conftest import SCRIPT, Cluster, as_owner, decoded_ids, pg_config, sql_error, status, write_server_file
 
 TABLE = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT randflake_next(), origin text NOT NULL)"
-
-
-def as_owner(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.getuid() == 0 else command
 
 
 def make_standby(make_cluster, primary: Cluster, *settings: str) -> Cluster:
