@@ -43,6 +43,17 @@ CALLS = {
 # is counted with its XOR, a few ns for every contender; pg_backend_pid()'s int4 result also pays
 # a cast to bigint.
 CALLS_PER_ROW = 10
+# Decoding contenders: the aggregate over a table of IDs that each statement runs; every one
+# passes the row's own id, so even STABLE functions run once per row.
+DECODERS = {
+    "randflake_decode(id)": "SELECT count(d.node_id) FROM bench.decoded t, randflake_decode(t.id) d",
+    "randflake_timestamp(id)": "SELECT count(randflake_timestamp(id)) FROM bench.decoded",
+    "randflake_node_id(id)": "SELECT count(randflake_node_id(id)) FROM bench.decoded",
+    "randflake_sequence(id)": "SELECT count(randflake_sequence(id)) FROM bench.decoded",
+    "randflake_to_string(id)": "SELECT count(randflake_to_string(id)) FROM bench.decoded",
+}
+DECODE_BASELINE = "SELECT count(id) FROM bench.decoded"
+ACCESSORS = ["randflake_timestamp(id)", "randflake_node_id(id)", "randflake_sequence(id)"]
 # uuid has no cast to bigint; a hash folds it, for a few ns next to its ~1 µs.
 UUID_CONTENDERS = {"gen_random_uuid()", "uuidv7()"}
 
@@ -104,7 +115,8 @@ def summary(samples: list[float]) -> dict:
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.results: dict = {"settings": {}, "per_call": {}, "single_statement": {}, "bulk": {}, "pgbench": {}}
+        self.results: dict = {"settings": {}, "per_call": {}, "single_statement": {}, "decoding": {}, "bulk": {},
+                              "pgbench": {}}
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(host=self.args.host, port=self.args.port, user="postgres", dbname="postgres",
@@ -118,7 +130,8 @@ class Bench:
             model = re.search(r"model name\s*:\s*(.*)", cpu.read_text())
             settings["cpu"] = model.group(1) if model else "unknown"
         settings["postgres"] = conn.execute("SELECT version()").fetchone()[0]
-        for name in ["shared_buffers", "jit", "fsync", "synchronous_commit", "max_wal_size", "work_mem"]:
+        for name in ["shared_buffers", "jit", "fsync", "synchronous_commit", "max_wal_size", "work_mem",
+                     "randflake.max_nodes_per_backend"]:
             settings[name] = conn.execute(f"SHOW {name}").fetchone()[0]
         settings["rounds"] = self.args.rounds
         settings["pgbench_rounds"] = self.args.pgbench_rounds
@@ -159,6 +172,28 @@ class Bench:
             "rows_per_second_one_call": {name: summary(samples) for name, samples in rates.items()},
             "ids_per_second_ten_per_row": summary(rates_ten),
         }
+
+    def decoding(self, conn: psycopg.Connection) -> None:
+        """ns per row of each decoder over a table of IDs, less a plain count(id) of the same table
+        measured right before it; one backend, no parallel workers, so that per row means per row."""
+        n = self.args.decode_rows
+        conn.execute("DROP TABLE IF EXISTS bench.decoded")
+        conn.execute(f"CREATE TABLE bench.decoded AS SELECT randflake_next() AS id FROM generate_series(1, {n})")
+        conn.execute("VACUUM ANALYZE bench.decoded")
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+        per_row: dict[str, list[float]] = {name: [] for name in DECODERS}
+        seconds: dict[str, list[float]] = {name: [] for name in DECODERS}
+        for round_number in range(self.args.rounds):
+            for name in rotated(list(DECODERS), round_number):
+                without = timed(conn, DECODE_BASELINE)
+                total = timed(conn, DECODERS[name])
+                seconds[name].append(total)
+                per_row[name].append((total - without) / n * 1e9)
+        conn.execute("RESET max_parallel_workers_per_gather")
+        conn.execute("DROP TABLE bench.decoded")
+        for name in DECODERS:
+            self.results["decoding"][name] = {"rows": n, "ns_per_row": summary(per_row[name]),
+                                              "seconds": summary(seconds[name])}
 
     def bulk(self, conn: psycopg.Connection) -> None:
         n = self.args.bulk_rows
@@ -252,6 +287,15 @@ def report(results: dict) -> list[tuple[str, bool, str]]:
     print(f"  randflake_next() / pg_backend_pid(): {fmt_ratio(rows['randflake_next()'], rows['pg_backend_pid()'])}")
     print(f"  10 calls per row: {fmt_spread(statement['ids_per_second_ten_per_row'], 1e-6, 2)} million IDs/s")
 
+    decoding = results["decoding"]
+    decode = decoding["randflake_decode(id)"]["ns_per_row"]
+    print(f"\n== Decoding {next(iter(decoding.values()))['rows']:,} stored IDs, one backend, no parallel workers: "
+          "SELECT count(f(id)) FROM t, less SELECT count(id) FROM t, per row")
+    print(f"  {'decoder':26} {'statement s':>22} {'ns/row':>26} {'x faster than decode':>24}")
+    for name, entry in decoding.items():
+        print(f"  {name:26} {fmt_spread(entry['seconds'], digits=3):>22} {fmt_spread(entry['ns_per_row'], digits=1):>26} "
+              f"{fmt_ratio(decode, entry['ns_per_row']):>24}")
+
     bulk = results["bulk"]
     uuid = bulk["gen_random_uuid()"]
     print(f"\n== Bulk: INSERT {next(iter(bulk.values()))['rows']:,} rows (id ..., payload int) in one statement")
@@ -308,6 +352,10 @@ def report(results: dict) -> list[tuple[str, bool, str]]:
         (">= 5 million IDs/s in one statement", rows["randflake_next()"]["median"] >= 5e6,
          f"{rows['randflake_next()']['median'] / 1e6:.2f} M/s at 1 call per row, "
          f"{statement['ids_per_second_ten_per_row']['median'] / 1e6:.2f} M/s at 10"),
+        *[(f"{name} >= 5x faster per row than randflake_decode(id)",
+           ratio(decode, decoding[name]["ns_per_row"]) >= 5,
+           f"{decoding[name]['ns_per_row']['median']:.1f} ns vs {decode['median']:.1f} ns: "
+           f"{fmt_ratio(decode, decoding[name]['ns_per_row'])}x") for name in ACCESSORS],
         ("bulk insert time <= 0.8x gen_random_uuid()", bulk_time <= 0.8, f"{bulk_time:.2f}x"),
         ("bulk index size <= 0.8x gen_random_uuid()", bulk_index <= 0.8, f"{bulk_index:.2f}x"),
     ]
@@ -331,6 +379,9 @@ def write_outputs(results: dict, directory: pathlib.Path) -> None:
         value = results["single_statement"]["ids_per_second_ten_per_row"]
         writer.writerow(["single_statement", "randflake_next()", "ids_per_second_ten_per_row",
                          value["median"], value["min"], value["max"]])
+        for name, entry in results["decoding"].items():
+            for metric in ["ns_per_row", "seconds"]:
+                writer.writerow(["decoding", name, metric, entry[metric]["median"], entry[metric]["min"], entry[metric]["max"]])
         for name, entry in results["bulk"].items():
             for metric in ["seconds", "index_bytes"]:
                 writer.writerow(["bulk", name, metric, entry[metric]["median"], entry[metric]["min"], entry[metric]["max"]])
@@ -379,6 +430,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-call-rows", type=int, default=1_000_000)
     parser.add_argument("--statement-ids", type=int, default=10_000_000)
+    parser.add_argument("--decode-rows", type=int, default=1_000_000)
     parser.add_argument("--bulk-rows", type=int, default=10_000_000)
     parser.add_argument("--bulk-rounds", type=int, default=2)
     parser.add_argument("--pgbench-seconds", type=int, default=3)
@@ -394,7 +446,7 @@ def main() -> None:
         conn.execute((pathlib.Path(__file__).parent / "contenders.sql").read_text())
         bench.describe(conn)
         conn.execute("SELECT randflake_next()")  # the node and the start-up second, out of the timings
-        for step in [bench.per_call, bench.single_statement, bench.bulk, bench.pgbench]:
+        for step in [bench.per_call, bench.single_statement, bench.decoding, bench.bulk, bench.pgbench]:
             print(f"-- {step.__name__} ...", flush=True)
             step(conn)
     report(bench.results)

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use randflake::{Generator, IdCipher, Lease, Refusal, Step, Window, EPOCH_SECOND, LANES, MAX_SECOND};
+use randflake::{Generator, IdCipher, Lease, Refusal, Step, Window, BATCH, EPOCH_SECOND, MAX_SECOND};
 
 use crate::backend_local::BackendLocal;
 use crate::errors::Error;
@@ -34,18 +34,19 @@ struct LeaseGenerator {
 }
 
 /// IDs reserved and encrypted ahead, handed out in order while the clock still reads their
-/// second and the secret is unchanged. Reserving [`LANES`] at a time lets them be encrypted
-/// side by side, for a fraction of the cost of one by one; unused ones are simply skipped.
+/// second and the secret is unchanged. Reserving [`BATCH`] at a time lets them be encrypted
+/// side by side, for a fraction of the cost of one by one, and spreads the bookkeeping of a
+/// reservation over as many calls; unused ones are simply skipped.
 struct ReadyIds {
     second: u64,
     secret_version: u64,
-    ids: [i64; LANES],
+    ids: [i64; BATCH],
     next: usize,
     len: usize,
 }
 
 impl ReadyIds {
-    const NONE: Self = Self { second: 0, secret_version: 0, ids: [0; LANES], next: 0, len: 0 };
+    const NONE: Self = Self { second: 0, secret_version: 0, ids: [0; BATCH], next: 0, len: 0 };
 
     #[inline]
     fn take(&mut self, now: u64, secret_version: u64) -> Option<i64> {
@@ -57,7 +58,14 @@ impl ReadyIds {
     }
 }
 
-/// Returns the next ID of this backend.
+/// An ID reserved earlier, while the clock still reads its second and the secret is unchanged.
+/// Reads and compares, and cannot fail: the caller falls back to [`next_id`] on `None`.
+#[inline]
+pub fn reserved_id() -> Option<i64> {
+    BACKEND.with(|slot| slot.as_mut()?.ready.take(clock::unix_second(), secret::version()))
+}
+
+/// Returns the next ID of this backend, reserving and encrypting more when none is left.
 #[inline]
 pub fn next_id() -> i64 {
     BACKEND
@@ -66,7 +74,7 @@ pub fn next_id() -> i64 {
                 Some(backend) => backend,
                 None => slot.insert(BackendGenerator::start()?),
             };
-            let now = clock::unix_time().as_secs();
+            let now = clock::unix_second();
             let secret_version = secret::version();
             match backend.ready.take(now, secret_version) {
                 Some(id) => Ok(id),
@@ -92,10 +100,13 @@ impl BackendGenerator {
     }
 
     /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest.
+    /// Kept out of line, so that [`next_id`] stays a few instructions between two calls here.
+    #[cold]
+    #[inline(never)]
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64) -> Result<i64, Error> {
         loop {
             let server_floor = node_table::latest_used();
-            let now = clock::unix_time().as_secs();
+            let now = clock::unix_second();
             // Each node refuses seconds before its own last one; this refuses a clock behind
             // any second the server has used, so that no session, not even a new one on an
             // idle node, issues IDs dated in the past after the clock was stepped back.
@@ -104,7 +115,7 @@ impl BackendGenerator {
                 return Err(Error::ClockBehind { now, used: server_floor });
             }
             let (generator, lease) = self.follow_lease()?;
-            match generator.next(now, gucs::max_nodes_per_backend(), LANES as u32) {
+            match generator.next(now, gucs::max_nodes_per_backend(), BATCH as u32) {
                 Ok(Step::Issued { first, count, opened_second }) => {
                     if opened_second {
                         node_table::record_used(first.node_id, first.timestamp);
@@ -113,7 +124,7 @@ impl BackendGenerator {
                     // sequences, so consecutive raw values are consecutive sequences. Lanes
                     // past `count` are encrypted too, and never handed out.
                     let raw = first.to_raw();
-                    let ids = cipher.encrypt_raw_batch(std::array::from_fn(|lane| raw.wrapping_add(lane as u64)));
+                    let ids = cipher.encrypt_raw_batch(&std::array::from_fn(|lane| raw.wrapping_add(lane as u64)));
                     self.ready = ReadyIds {
                         second: first.timestamp,
                         secret_version,

@@ -32,7 +32,7 @@ pgrx::extension_sql_file!(
     "../sql/bootstrap.sql",
     name = "bootstrap",
     requires = [
-        functions::randflake_next,
+        "randflake_next",
         functions::randflake_decode,
         functions::randflake_to_string,
         functions::randflake_from_string
@@ -46,7 +46,17 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.2.0--0.3.0.sql",
     name = "upgrade_to_0_3_0",
-    requires = ["upgrade_to_0_2_0"],
+    requires = ["upgrade_to_0_2_0"]
+);
+pgrx::extension_sql_file!(
+    "../sql/randflake_pg--0.3.0--0.4.0.sql",
+    name = "upgrade_to_0_4_0",
+    requires = [
+        "upgrade_to_0_3_0",
+        functions::randflake_timestamp,
+        functions::randflake_node_id,
+        functions::randflake_sequence
+    ],
     finalize
 );
 
@@ -59,7 +69,12 @@ pub extern "C-unwind" fn _PG_init() {
         errors::Error::NotPreloaded.raise();
     }
     gucs::define();
-    log!("randflake_pg: {}", gucs::describe_configuration());
+    log!(
+        "randflake_pg: {}; IDs encrypted {} at a time with the {} kernel",
+        gucs::describe_configuration(),
+        randflake::BATCH,
+        randflake::Kernel::best().name()
+    );
     log_redaction::install();
     shared_memory::reserve();
     keeper::register();

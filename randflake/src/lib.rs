@@ -169,7 +169,8 @@
 //! # Modules
 //!
 //! * [`layout`]: the bit fields and their limits ([`Parts`]).
-//! * [`sparx`]: the SPARX-64/128 block cipher; [`words`]: its 16-lane batch form.
+//! * [`sparx`]: the SPARX-64/128 block cipher; [`words`]: the 16-bit words it runs on, one
+//!   block or many side by side; [`batch`]: [`BATCH`] IDs at once, on the CPU's widest vectors.
 //! * [`codec`]: the strict base32hex text form.
 //! * [`secret`]: parsing the secret from hex or from a private key file.
 //! * [`generator`]: the clock-driven state machine ([`Generator`], [`Step`], [`Refusal`]).
@@ -180,6 +181,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batch;
 pub mod codec;
 pub mod generator;
 pub mod layout;
@@ -194,9 +196,7 @@ pub use layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
 pub use lease::{Lease, Terms};
 pub use secret::{Secret, SecretError};
 
-pub use words::LANES;
-
-use words::Wide;
+pub use batch::{Kernel, BATCH};
 
 /// Turns [`Parts`] into IDs and back under one secret. The key schedule runs once, in
 /// [`IdCipher::new`]; after that the cipher is immutable and can be shared between threads.
@@ -212,12 +212,24 @@ use words::Wide;
 #[derive(Clone, Debug)]
 pub struct IdCipher {
     cipher: sparx::Sparx64,
+    kernel: Kernel,
 }
 
 impl IdCipher {
-    /// Expands `secret` into the cipher's round keys. The secret itself is not kept.
+    /// Expands `secret` into the cipher's round keys. The secret itself is not kept. Batches
+    /// use the fastest [`Kernel`] this CPU runs.
     pub fn new(secret: &Secret) -> Self {
-        Self { cipher: sparx::Sparx64::new(secret.as_bytes()) }
+        Self::with_kernel(secret, Kernel::best())
+    }
+
+    /// As [`IdCipher::new`], with batches encrypted by `kernel`: for tests and benchmarks.
+    pub fn with_kernel(secret: &Secret, kernel: Kernel) -> Self {
+        Self { cipher: sparx::Sparx64::new(secret.as_bytes()), kernel }
+    }
+
+    /// The kernel [`IdCipher::encrypt_raw_batch`] runs.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
     }
 
     /// Encrypts an unencrypted 64-bit layout value ([`Parts::to_raw`]) into the signed ID.
@@ -232,22 +244,19 @@ impl IdCipher {
         i64::from_le_bytes(self.cipher.encrypt_block(raw.to_le_bytes()))
     }
 
-    /// Encrypts [`LANES`] values at once, for a fraction of the time per ID of one at a time.
-    /// Each lane gives exactly what [`IdCipher::encrypt_raw`] gives for it.
+    /// Encrypts [`BATCH`] values at once, for a fraction of the time per ID of one at a time.
+    /// Equal, lane for lane, to [`IdCipher::encrypt_raw`] of each value.
     ///
     /// ```
-    /// # use randflake::{IdCipher, Secret, LANES};
+    /// # use randflake::{IdCipher, Secret, BATCH};
     /// let cipher = IdCipher::new(&Secret::from_hex("dffd6021bb2bd5b0af676290809ec3a5").unwrap());
-    /// let raws: [u64; LANES] = core::array::from_fn(|lane| 1000 + lane as u64);
-    /// let ids = cipher.encrypt_raw_batch(raws);
+    /// let raws: [u64; BATCH] = core::array::from_fn(|lane| 1000 + lane as u64);
+    /// let ids = cipher.encrypt_raw_batch(&raws);
     /// assert_eq!(ids[3], cipher.encrypt_raw(1003));
     /// ```
     #[inline]
-    pub fn encrypt_raw_batch(&self, raws: [u64; LANES]) -> [i64; LANES] {
-        let words = raws.map(|raw| sparx::words_of(raw.to_le_bytes()));
-        let wide = [0, 1, 2, 3].map(|word| Wide::from_array(words.map(|lanes| lanes[word])));
-        let encrypted = self.cipher.encrypt_words(wide).map(Wide::to_array);
-        core::array::from_fn(|lane| i64::from_le_bytes(sparx::block_of(encrypted.map(|word| word[lane]))))
+    pub fn encrypt_raw_batch(&self, raws: &[u64; BATCH]) -> [i64; BATCH] {
+        self.kernel.encrypt(&self.cipher, raws)
     }
 
     /// Recovers the unencrypted layout value of an ID: the inverse of [`IdCipher::encrypt_raw`].

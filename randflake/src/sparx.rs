@@ -1,7 +1,7 @@
 //! SPARX-64/128: the 64-bit block cipher under a 128-bit key (Dinu et al., ASIACRYPT 2016).
 //!
 //! Randflake needs a permutation of 64-bit values, not a general-purpose cipher mode, so only
-//! block operations are exposed: on one block, or on sixteen independent blocks side by side
+//! block operations are exposed: on one block, or on many independent blocks side by side
 //! (see [`crate::words`]). Bytes are read as four big-endian 16-bit words, which is the
 //! convention of the cipher's reference code and of every Randflake port.
 
@@ -90,12 +90,12 @@ fn wipe(words: &mut [u16]) {
 
 /// A block as the cipher reads it: four big-endian 16-bit words.
 #[inline(always)]
-pub(crate) fn words_of(block: [u8; 8]) -> [u16; 4] {
+fn words_of(block: [u8; 8]) -> [u16; 4] {
     [0, 1, 2, 3].map(|word| u16::from_be_bytes([block[2 * word], block[2 * word + 1]]))
 }
 
 #[inline(always)]
-pub(crate) fn block_of(words: [u16; 4]) -> [u8; 8] {
+fn block_of(words: [u16; 4]) -> [u8; 8] {
     let mut block = [0u8; 8];
     for (pair, word) in block.chunks_exact_mut(2).zip(words) {
         pair.copy_from_slice(&word.to_be_bytes());
@@ -122,40 +122,56 @@ impl Sparx64 {
     }
 
     /// Encrypts blocks given as their four big-endian 16-bit words: one block with `u16`,
-    /// [`LANES`](crate::LANES) blocks at once with [`Wide`](crate::words::Wide).
-    #[inline]
+    /// `N` blocks at once with [`Lanes<N>`](crate::words::Lanes). Always inlined, so that the
+    /// lane-wise code is compiled for the vector width of the caller (see [`crate::batch`]).
+    #[inline(always)]
     pub fn encrypt_words<W: Word>(&self, mut x: [W; 4]) -> [W; 4] {
-        for step in 0..STEPS {
-            for branch in 0..BRANCHES {
-                let subkey = &self.subkeys[BRANCHES * step + branch];
-                let (mut left, mut right) = (x[2 * branch], x[2 * branch + 1]);
-                for round in 0..ROUNDS_PER_STEP {
-                    (left, right) = arx(left, right, subkey[2 * round], subkey[2 * round + 1]);
-                }
-                (x[2 * branch], x[2 * branch + 1]) = (left, right);
-            }
-            x = linear(x);
+        // The state moves as whole values, never indexed by a loop variable, so that wide words
+        // stay in registers even where the compiler does not unroll the steps.
+        for [left_key, right_key] in self.step_subkeys() {
+            let [a, b, c, d] = x;
+            let (a, b) = arx_rounds(a, b, left_key);
+            let (c, d) = arx_rounds(c, d, right_key);
+            x = linear([a, b, c, d]);
         }
         whiten(x, &self.subkeys[SUBKEY_COUNT - 1])
     }
 
     /// The exact inverse of [`Sparx64::encrypt_words`].
-    #[inline]
+    #[inline(always)]
     pub fn decrypt_words<W: Word>(&self, x: [W; 4]) -> [W; 4] {
         let mut x = whiten(x, &self.subkeys[SUBKEY_COUNT - 1]);
-        for step in (0..STEPS).rev() {
-            x = linear_inverse(x);
-            for branch in 0..BRANCHES {
-                let subkey = &self.subkeys[BRANCHES * step + branch];
-                let (mut left, mut right) = (x[2 * branch], x[2 * branch + 1]);
-                for round in (0..ROUNDS_PER_STEP).rev() {
-                    (left, right) = arx_inverse(left, right, subkey[2 * round], subkey[2 * round + 1]);
-                }
-                (x[2 * branch], x[2 * branch + 1]) = (left, right);
-            }
+        for [left_key, right_key] in self.step_subkeys().rev() {
+            let [a, b, c, d] = linear_inverse(x);
+            let (a, b) = arx_rounds_inverse(a, b, left_key);
+            let (c, d) = arx_rounds_inverse(c, d, right_key);
+            x = [a, b, c, d];
         }
         x
     }
+
+    /// The round keys of each step: one per branch.
+    #[inline(always)]
+    fn step_subkeys(&self) -> impl DoubleEndedIterator<Item = &[Subkey; BRANCHES]> {
+        self.subkeys[..BRANCHES * STEPS].as_chunks::<BRANCHES>().0.iter()
+    }
+}
+
+/// One branch's rounds of a step.
+#[inline(always)]
+fn arx_rounds<W: Word>(mut left: W, mut right: W, subkey: &Subkey) -> (W, W) {
+    for round in 0..ROUNDS_PER_STEP {
+        (left, right) = arx(left, right, subkey[2 * round], subkey[2 * round + 1]);
+    }
+    (left, right)
+}
+
+#[inline(always)]
+fn arx_rounds_inverse<W: Word>(mut left: W, mut right: W, subkey: &Subkey) -> (W, W) {
+    for round in (0..ROUNDS_PER_STEP).rev() {
+        (left, right) = arx_inverse(left, right, subkey[2 * round], subkey[2 * round + 1]);
+    }
+    (left, right)
 }
 
 impl Drop for Sparx64 {
@@ -173,7 +189,7 @@ impl fmt::Debug for Sparx64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::words::{Wide, LANES};
+    use crate::words::Lanes;
 
     #[test]
     fn arx_box_and_linear_layer_invert() {
@@ -189,14 +205,14 @@ mod tests {
     #[test]
     fn wide_words_encrypt_each_lane_as_a_single_block() {
         let cipher = Sparx64::new(&[7; 16]);
-        let lanes: [[u16; LANES]; 4] =
+        let lanes: [[u16; 16]; 4] =
             core::array::from_fn(|word| core::array::from_fn(|lane| ((lane * 4 + word) as u16).wrapping_mul(0x1357)));
-        let encrypted = cipher.encrypt_words(lanes.map(Wide::from_array)).map(Wide::to_array);
-        for lane in 0..LANES {
+        let encrypted = cipher.encrypt_words(lanes.map(Lanes)).map(|word| word.0);
+        for lane in 0..16 {
             let alone = cipher.encrypt_words(lanes.map(|word| word[lane]));
             assert_eq!(alone, encrypted.map(|word| word[lane]));
         }
-        let decrypted = cipher.decrypt_words(encrypted.map(Wide::from_array)).map(Wide::to_array);
+        let decrypted = cipher.decrypt_words(encrypted.map(Lanes)).map(|word| word.0);
         assert_eq!(decrypted, lanes);
     }
 

@@ -2,7 +2,7 @@
 //! into `tests/data/reference_vectors.json`) must hold exactly.
 
 use randflake::sparx::Sparx64;
-use randflake::{codec, Generator, IdCipher, Parts, Secret, Step, Window};
+use randflake::{codec, Generator, IdCipher, Kernel, Parts, Secret, Step, Window, BATCH};
 use serde_json::Value;
 
 fn vectors() -> Value {
@@ -67,6 +67,30 @@ fn all_randflake_vectors() {
         assert_eq!(cipher.decrypt(id), parts, "{case}");
         assert_eq!(codec::encode(id).as_str(), encoded, "{case}");
         assert_eq!(codec::decode(encoded), Ok(id), "{case}");
+    }
+}
+
+/// Every batch kernel this CPU runs, in every lane position: each vector's raw value is placed
+/// at one lane of a batch whose other lanes hold its neighbours, and must come out as the
+/// vector's ID, exactly as the single-block reference computes it.
+#[test]
+fn every_batch_kernel_reproduces_every_vector_in_every_lane() {
+    let vectors = vectors();
+    let cases = vectors["randflake"].as_array().unwrap();
+    for kernel in Kernel::available() {
+        for case in cases {
+            let cipher = IdCipher::with_kernel(&Secret::from_hex(text(case, "secret")).unwrap(), kernel);
+            let raw: u64 = text(case, "raw_id").parse().unwrap();
+            let id: i64 = text(case, "encrypted_id").parse().unwrap();
+            for lane in 0..BATCH {
+                let raws: [u64; BATCH] = std::array::from_fn(|other| raw.wrapping_add(other as u64).wrapping_sub(lane as u64));
+                let ids = cipher.encrypt_raw_batch(&raws);
+                assert_eq!(ids[lane], id, "kernel {kernel:?}, lane {lane}: {case}");
+                for (other, (&other_raw, &other_id)) in raws.iter().zip(&ids).enumerate() {
+                    assert_eq!(other_id, cipher.encrypt_raw(other_raw), "kernel {kernel:?}, lane {other}");
+                }
+            }
+        }
     }
 }
 

@@ -57,6 +57,9 @@ CASES = [
     Case("NULL to randflake_from_string", "SELECT randflake_from_string(NULL)", None),
     Case("NULL to randflake_to_string", "SELECT randflake_to_string(NULL)", None),
     Case("NULL to randflake_decode", "SELECT * FROM randflake_decode(NULL)", None),
+    Case("NULL to randflake_timestamp", "SELECT randflake_timestamp(NULL)", None),
+    Case("NULL to randflake_node_id", "SELECT randflake_node_id(NULL)", None),
+    Case("NULL to randflake_sequence", "SELECT randflake_sequence(NULL)", None),
     # Secrets, as values.
     setting_case("secret too short", "randflake.secret", "'abc'", "invalid value for randflake.secret"),
     setting_case("secret of 31 digits", "randflake.secret", f"'{VALID[:31]}'", "invalid value for randflake.secret"),
@@ -94,6 +97,9 @@ CASES = [
     Case("SET the key file", "SET randflake.secret_file = 'x'", "55P02", "cannot be changed now"),
     # An ordinary role.
     Case("decode without privilege", "SELECT * FROM randflake_decode(1)", "42501", "permission denied for function", "app"),
+    Case("timestamp without privilege", "SELECT randflake_timestamp(1)", "42501", "permission denied for function", "app"),
+    Case("node id without privilege", "SELECT randflake_node_id(1)", "42501", "permission denied for function", "app"),
+    Case("sequence without privilege", "SELECT randflake_sequence(1)", "42501", "permission denied for function", "app"),
     Case("status without privilege", "SELECT * FROM randflake_status()", "42501", "permission denied for function", "app"),
     Case("SET without privilege", "SET randflake.max_nodes_per_backend = 5", "55P02", "cannot be changed now", "app"),
     Case("ALTER SYSTEM without privilege", f"ALTER SYSTEM SET randflake.secret = '{VALID}'", "42501", "permission denied to set parameter", "app"),

@@ -31,6 +31,7 @@ def test_without_preload_create_extension_and_every_function_refuse(make_cluster
             "SELECT randflake_to_string(1)",
             "SELECT randflake_from_string('1')",
             "SELECT * FROM randflake_decode(1)",
+            "SELECT randflake_timestamp(1)",
             "LOAD 'randflake_pg'",
         ]:
             error = sql_error(conn, statement)
@@ -49,7 +50,13 @@ def test_without_a_secret_generation_and_decoding_refuse(make_cluster):
     cluster.start()
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
-        for statement in ["SELECT randflake_next()", "SELECT * FROM randflake_decode(1)"]:
+        for statement in [
+            "SELECT randflake_next()",
+            "SELECT * FROM randflake_decode(1)",
+            "SELECT randflake_timestamp(1)",
+            "SELECT randflake_node_id(1)",
+            "SELECT randflake_sequence(1)",
+        ]:
             error = sql_error(conn, statement)
             assert error.sqlstate == "55000"
             assert error.diag.message_primary == "randflake_pg has no secret configured"

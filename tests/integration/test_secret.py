@@ -34,6 +34,7 @@ ROUTES = [
     "EXPLAIN (VERBOSE, COSTS OFF) SELECT randflake_next(), randflake_to_string(1), randflake_from_string('v')",
     "EXPLAIN (VERBOSE, ANALYZE, COSTS OFF, TIMING OFF) INSERT INTO t DEFAULT VALUES",
     "SELECT * FROM randflake_decode(1)",
+    "SELECT randflake_timestamp(1), randflake_node_id(1), randflake_sequence(1)",
     "SELECT * FROM randflake_status()",
     "SELECT * FROM randflake.node_leases",
     "SELECT name, setting FROM pg_settings WHERE setting ~ '^[0-9a-f]{32}$'",
@@ -143,7 +144,7 @@ def test_a_misspelt_setting_is_warned_about_and_the_effective_range_logged(make_
     cluster.start()
     log = cluster.log()
     assert 'invalid configuration parameter name "randflake.node_id_mx", removing it' in log
-    assert 'randflake_pg: node source range, nodes 7..99, leased in database "postgres"' in log
+    assert 'randflake_pg: node source range, nodes 7..99, leased in database "postgres"; IDs encrypted 64 at a time with the ' in log
     with cluster.connect() as conn:
         assert conn.execute("SELECT count(*) FROM pg_settings WHERE name = 'randflake.node_id_mx'").fetchone()[0] == 0
         # Nor can a session make one up.

@@ -35,6 +35,15 @@ SELECT pg_typeof(timestamp) AS timestamp_type, pg_typeof(node_id) AS node_type,
        pg_typeof(sequence) AS sequence_type
   FROM randflake_decode(randflake_next());
 
+-- The scalar accessors read each row's own parts, exactly as randflake_decode does, and are
+-- typed like its columns.
+SELECT count(*) FILTER (WHERE (randflake_timestamp(id), randflake_node_id(id), randflake_sequence(id))
+                              IS DISTINCT FROM (d.timestamp, d.node_id, d.sequence)) AS accessors_differ,
+       count(DISTINCT (randflake_timestamp(id), randflake_node_id(id), randflake_sequence(id))) AS distinct_parts
+  FROM things, randflake_decode(things.id) d;
+SELECT pg_typeof(randflake_timestamp(1)) AS timestamp_type, pg_typeof(randflake_node_id(1)) AS node_type,
+       pg_typeof(randflake_sequence(1)) AS sequence_type;
+
 -- Volatile: each row and each call gets its own ID.
 SELECT count(DISTINCT x) AS distinct_in_one_row
   FROM (SELECT unnest(ARRAY[randflake_next(), randflake_next(), randflake_next()]) AS x) s;

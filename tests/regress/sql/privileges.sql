@@ -5,6 +5,11 @@ GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO randflake_auditor;
 SELECT has_function_privilege('randflake_app', 'randflake_decode(bigint)', 'EXECUTE') AS app_may_decode,
        has_function_privilege('randflake_auditor', 'randflake_decode(bigint)', 'EXECUTE') AS auditor_may_decode,
        has_function_privilege('randflake_app', 'randflake_next()', 'EXECUTE') AS app_may_generate;
+-- The accessors decode too: no one but superusers may call them until granted.
+SELECT f AS accessor,
+       has_function_privilege('randflake_app', f, 'EXECUTE') AS app_may_call,
+       has_function_privilege('randflake_auditor', f, 'EXECUTE') AS auditor_may_call
+  FROM unnest(ARRAY['randflake_timestamp(bigint)', 'randflake_node_id(bigint)', 'randflake_sequence(bigint)']) AS f;
 
 SET ROLE randflake_app;
 -- Generating and converting need no privilege.
@@ -12,6 +17,9 @@ SELECT randflake_from_string(randflake_to_string(randflake_next())) IS NOT NULL 
 SELECT statement, regress.error_of(statement) AS result
   FROM unnest(ARRAY[
       'SELECT * FROM randflake_decode(1)',
+      'SELECT randflake_timestamp(1)',
+      'SELECT randflake_node_id(1)',
+      'SELECT randflake_sequence(1)',
       'SHOW randflake.secret',
       'SHOW randflake.secret_file',
       'SELECT current_setting(''randflake.secret'')',
