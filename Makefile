@@ -30,12 +30,12 @@ export PG_CONFIG PG_MAJOR VENV
 export PATH := $(dir $(PG_CONFIG)):$(PATH)
 
 # The integration suites whose subject can differ between majors: shared memory, the keeper,
-# leases, crashes, clock steps, replicas, upgrades, dump/restore, GUCs, replication. `test-all`
-# runs only these on the majors after the first; the rest (examples, interop, bad input, soak)
-# exercises code that no major changes.
+# leases, crashes, clock steps, replicas, upgrades, dump/restore, GUCs, replication, decoding
+# (timestamps and privileges). `test-all` runs only these on the majors after the first; the rest
+# (examples, interop, bad input, soak) exercises code that no major changes.
 MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
-	multimaster pg_upgrade sql_reference))
+	multimaster pg_upgrade sql_reference accessors))
 
 .PHONY: help deps build install stage package install-package docs demo demo-stop test test-all test-server unit pgtest server-tests installcheck bench soak fuzz clean
 

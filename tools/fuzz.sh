@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target of the randflake crate for SECONDS each (default 60): the string
-# parser, ID decoding under arbitrary keys, and the generator under arbitrary clock sequences.
+# parser, ID decoding under arbitrary keys, the generator under arbitrary clock sequences, and
+# the batch kernels against the single-block cipher.
 # Inputs under randflake/fuzz/regressions/<target>/ (crashes found earlier, kept in git) are
 # replayed first by every run; a new crash stops the run and is left in
 # randflake/fuzz/artifacts/<target>/, to be added to regressions/ once fixed.
