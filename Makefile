@@ -113,7 +113,7 @@ test-all:
 	done
 
 unit:
-	cargo test -p randflake
+	cargo test -p randflake --all-features
 
 pgtest: stage
 	PGRX_HOME=$(STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest-$(PG_MAJOR)

@@ -13,21 +13,33 @@ const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
 /// A new ID: unique across every server sharing the secret with a disjoint node range.
 ///
 /// Wrapped by hand rather than by `#[pg_extern]`: on a call of about 10 ns, pgrx's generic
-/// wrapper (a memory-context switch, argument and result boxing this function has no use for)
-/// cost about 2 ns, and its guard another 1.5 ns, when measured. An ID reserved earlier is
-/// handed out under `catch_unwind` alone, which costs nothing until something panics; anything
-/// that can fail, or any panic there, goes to [`next_id_guarded`] under pgrx's guard, which turns
-/// a panic or an error into a PostgreSQL ERROR. Either way no panic unwinds into PostgreSQL. The
-/// SQL declaration is in the `randflake_next` block below, as pgrx would have generated it.
+/// wrapper (a memory-context switch, argument and result boxing this function has no use for,
+/// and its guard) cost about 3 ns when measured, the guard about 1.2 ns of it. An ID reserved
+/// earlier is handed out under `catch_unwind` alone, which costs nothing until something panics;
+/// anything that can fail, or any panic there, goes to [`next_id_guarded`] under pgrx's guard,
+/// which turns a panic or an error into a PostgreSQL ERROR. Either way no panic unwinds into
+/// PostgreSQL. The SQL declaration is in the `randflake_next` block below, as pgrx would have
+/// generated it; docs/performance.md has the measurements.
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the C function behind `randflake_next()`.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn randflake_next_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    match std::panic::catch_unwind(generation::reserved_id) {
-        Ok(Some(id)) => pg_sys::Datum::from(id),
-        // SAFETY: the argument is the one PostgreSQL passed in; the callee ignores it.
-        Ok(None) | Err(_) => unsafe { next_id_guarded(fcinfo) },
+    // A caught panic's payload is dropped here, by `ok()`: this frame must hold nothing to drop
+    // when the guarded call below may leave it by PostgreSQL's longjmp.
+    let reserved = std::panic::catch_unwind(generation::reserved_id).ok().flatten();
+    match reserved {
+        Some(id) => pg_sys::Datum::from(id),
+        // SAFETY: the argument is the one PostgreSQL passed in (the callee ignores it), and
+        // nothing in this frame needs dropping, as pgrx's guard requires of its callers.
+        None => unsafe { next_id_guarded(fcinfo) },
     }
 }
 
+/// # Safety
+///
+/// As for [`randflake_next_wrapper`], which passes its own argument on.
 #[pg_guard]
 unsafe extern "C-unwind" fn next_id_guarded(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     pg_sys::Datum::from(generation::next_id())

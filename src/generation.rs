@@ -100,7 +100,8 @@ impl BackendGenerator {
     }
 
     /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest.
-    /// Kept out of line, so that [`next_id`] stays a few instructions between two calls here.
+    /// Out of line: it runs once per [`BATCH`] IDs, and inlined it would give every call of
+    /// [`next_id`] its large stack frame to set up.
     #[cold]
     #[inline(never)]
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64) -> Result<i64, Error> {

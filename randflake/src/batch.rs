@@ -22,7 +22,8 @@ pub struct Kernel(Isa);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Isa {
-    /// The compilation target's own vector width (SSE2 on x86-64, NEON on aarch64).
+    /// What every CPU of the target has: SSE2 on x86-64; elsewhere, 16-lane arrays left to the
+    /// compiler's vectoriser.
     Baseline,
     #[cfg(target_arch = "x86_64")]
     Avx2,

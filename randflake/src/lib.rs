@@ -171,32 +171,35 @@
 //! * [`layout`]: the bit fields and their limits ([`Parts`]).
 //! * [`sparx`]: the SPARX-64/128 block cipher; [`words`]: the 16-bit words it runs on, one
 //!   block or many side by side; [`batch`]: [`BATCH`] IDs at once, on the CPU's widest vectors.
-//! * [`codec`]: the strict base32hex text form.
+//! * [`codec`]: the strict base32hex text form; [`id`]: [`Id`], an ID whose text is that form,
+//!   and, with the `serde` feature, whose JSON is that string too.
 //! * [`secret`]: parsing the secret from hex or from a private key file.
 //! * [`generator`]: the clock-driven state machine ([`Generator`], [`Step`], [`Refusal`]).
 //! * [`lease`]: arithmetic of node leases shared by many servers ([`Lease`], [`Terms`]).
 //!
-//! The crate has no dependencies and no `unsafe` beyond SSE2 intrinsics and volatile wiping of
-//! key material. Its minimum supported Rust version is 1.80.
+//! The crate has no dependencies (serde, with the `serde` feature). Its only `unsafe` is the SSE2
+//! intrinsics, the calls into the AVX2 and AVX-512 kernels once the CPU has reported them, and
+//! volatile wiping of key material. Its minimum supported Rust version is 1.89.
 
 #![warn(missing_docs)]
 
 pub mod batch;
 pub mod codec;
 pub mod generator;
+pub mod id;
 pub mod layout;
 pub mod lease;
 pub mod secret;
 pub mod sparx;
 pub mod words;
 
+pub use batch::{Kernel, BATCH};
 pub use codec::{IdString, ParseIdError};
 pub use generator::{Generator, Refusal, Step, Window};
+pub use id::Id;
 pub use layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
 pub use lease::{Lease, Terms};
 pub use secret::{Secret, SecretError};
-
-pub use batch::{Kernel, BATCH};
 
 /// Turns [`Parts`] into IDs and back under one secret. The key schedule runs once, in
 /// [`IdCipher::new`]; after that the cipher is immutable and can be shared between threads.
