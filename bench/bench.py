@@ -143,19 +143,25 @@ class Bench:
     def per_call_statement(calls: list[str], rows: int) -> str:
         return f"SELECT sum({' # '.join(['g::bigint', *calls])}) FROM generate_series(1, {rows}) g"
 
-    def per_call(self, conn: psycopg.Connection) -> None:
-        """ns per call: CALLS_PER_ROW calls per row, less the same expression without the calls,
-        measured right before it."""
-        n = self.args.per_call_rows
-        baseline = self.per_call_statement([], n)
-        isolated: dict[str, list[float]] = {name: [] for name in CALLS}
+    def against_baseline(self, conn: psycopg.Connection, statements: dict[str, str],
+                         baseline: str) -> dict[str, list[tuple[float, float]]]:
+        """Seconds of each statement and of `baseline`, measured right before it, for every
+        round; the statements take turns in an order that rotates from round to round."""
+        pairs: dict[str, list[tuple[float, float]]] = {name: [] for name in statements}
         for round_number in range(self.args.rounds):
-            for name in rotated(list(CALLS), round_number):
+            for name in rotated(list(statements), round_number):
                 without = timed(conn, baseline)
-                with_calls = timed(conn, self.per_call_statement([as_bigint(name)] * CALLS_PER_ROW, n))
-                isolated[name].append((with_calls - without) / (CALLS_PER_ROW * n) * 1e9)
-        for name in CALLS:
-            self.results["per_call"][name] = {"ns_per_call_isolated": summary(isolated[name])}
+                pairs[name].append((timed(conn, statements[name]), without))
+        return pairs
+
+    def per_call(self, conn: psycopg.Connection) -> None:
+        """ns per call: CALLS_PER_ROW calls per row, less the same expression without the calls."""
+        n = self.args.per_call_rows
+        statements = {name: self.per_call_statement([as_bigint(name)] * CALLS_PER_ROW, n) for name in CALLS}
+        pairs = self.against_baseline(conn, statements, self.per_call_statement([], n))
+        for name, samples in pairs.items():
+            isolated = [(total - without) / (CALLS_PER_ROW * n) * 1e9 for total, without in samples]
+            self.results["per_call"][name] = {"ns_per_call_isolated": summary(isolated)}
 
     def single_statement(self, conn: psycopg.Connection) -> None:
         """Rows per second of one statement with one call per row, randflake_next() and the C
@@ -181,19 +187,15 @@ class Bench:
         conn.execute(f"CREATE TABLE bench.decoded AS SELECT randflake_next() AS id FROM generate_series(1, {n})")
         conn.execute("VACUUM ANALYZE bench.decoded")
         conn.execute("SET max_parallel_workers_per_gather = 0")
-        per_row: dict[str, list[float]] = {name: [] for name in DECODERS}
-        seconds: dict[str, list[float]] = {name: [] for name in DECODERS}
-        for round_number in range(self.args.rounds):
-            for name in rotated(list(DECODERS), round_number):
-                without = timed(conn, DECODE_BASELINE)
-                total = timed(conn, DECODERS[name])
-                seconds[name].append(total)
-                per_row[name].append((total - without) / n * 1e9)
+        pairs = self.against_baseline(conn, DECODERS, DECODE_BASELINE)
         conn.execute("RESET max_parallel_workers_per_gather")
         conn.execute("DROP TABLE bench.decoded")
-        for name in DECODERS:
-            self.results["decoding"][name] = {"rows": n, "ns_per_row": summary(per_row[name]),
-                                              "seconds": summary(seconds[name])}
+        for name, samples in pairs.items():
+            self.results["decoding"][name] = {
+                "rows": n,
+                "ns_per_row": summary([(total - without) / n * 1e9 for total, without in samples]),
+                "seconds": summary([total for total, _ in samples]),
+            }
 
     def bulk(self, conn: psycopg.Connection) -> None:
         n = self.args.bulk_rows
