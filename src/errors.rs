@@ -3,15 +3,16 @@
 //! Messages may name settings, paths, clock readings and node ids. They never contain the
 //! secret, any part of it, or its length beyond "32 hexadecimal digits".
 
-use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use randflake::{ParseIdError, Refusal, MAX_SECOND};
 
-use crate::gucs;
-use crate::lease_state::{KeeperReport, KeeperState};
+use crate::shmem::published_lease::{KeeperReport, KeeperState};
 use std::borrow::Cow;
-use std::ffi::CString;
+
+/// The SQLSTATE of a rejected setting (invalid_parameter_value), raised through the check
+/// hooks in `check_hooks` rather than as an [`Error`]: PostgreSQL reports those itself.
+pub const INVALID_SETTING: PgSqlErrorCode = PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE;
 
 /// Conditions that stop a randflake_pg function. Each ends the statement with an ERROR.
 #[derive(Debug)]
@@ -34,8 +35,8 @@ pub enum Error {
     ClockBeforeLease { now: u64, start: u64 },
     /// The clock reads past the last second this server's lease allows: it was not renewed.
     LeaseLapsed { now: u64, through: u64 },
-    /// The lease keeper has not published a lease.
-    NoLease { keeper: KeeperReport },
+    /// The lease keeper has not published a lease; it works in `database`.
+    NoLease { keeper: KeeperReport, database: String },
     /// Hot standbys cannot write leases.
     OnStandby,
     /// `randflake.node_source` is `off`.
@@ -92,7 +93,7 @@ impl Error {
                 "this server's node lease covers IDs only through second {through}, {} s before the clock's reading {now}",
                 now - through
             ),
-            Self::NoLease { keeper } => {
+            Self::NoLease { keeper, .. } => {
                 format!("randflake_pg holds no node lease yet: the lease keeper is {}", keeper.describe())
             }
             Self::OnStandby => "randflake_pg issues no IDs on a standby server".into(),
@@ -128,19 +129,16 @@ impl Error {
             Self::LeaseLapsed { .. } => {
                 "The lease keeper has not renewed the lease in time; randflake_status() and the server log say why. Generation resumes within seconds of the keeper renewing it.".into()
             }
-            Self::NoLease { keeper } if keeper.state == KeeperState::WaitingForLeaseTable => format!(
-                "Run CREATE EXTENSION randflake_pg in database \"{}\" (set by randflake.database), or ALTER EXTENSION randflake_pg UPDATE if a version before 0.2.0 is installed there; in fleet mode, create randflake.fleet_lease_table there.",
-                gucs::database()
+            Self::NoLease { keeper, database } if keeper.state == KeeperState::WaitingForLeaseTable => format!(
+                "Run CREATE EXTENSION randflake_pg in database \"{database}\" (set by randflake.database), or ALTER EXTENSION randflake_pg UPDATE if a version before 0.2.0 is installed there; in fleet mode, create randflake.fleet_lease_table there.",
             )
             .into(),
-            Self::NoLease { keeper } if keeper.state == KeeperState::WaitingForDatabase => format!(
-                "Create database \"{0}\" and run CREATE EXTENSION randflake_pg there, or set randflake.database to the database that has the extension and restart the server.",
-                gucs::database()
+            Self::NoLease { keeper, database } if keeper.state == KeeperState::WaitingForDatabase => format!(
+                "Create database \"{database}\" and run CREATE EXTENSION randflake_pg there, or set randflake.database to the database that has the extension and restart the server.",
             )
             .into(),
-            Self::NoLease { keeper } if keeper.state == KeeperState::RefusingLeaseTable => format!(
-                "The lease keeper uses only a lease table that no ordinary role can have created or can change. Drop the object it names, then run CREATE EXTENSION randflake_pg as a superuser in database \"{}\" (in fleet mode, make a superuser own the foreign table, its schema and its server).",
-                gucs::database()
+            Self::NoLease { keeper, database } if keeper.state == KeeperState::RefusingLeaseTable => format!(
+                "The lease keeper uses only a lease table that no ordinary role can have created or can change. Drop the object it names, then run CREATE EXTENSION randflake_pg as a superuser in database \"{database}\" (in fleet mode, make a superuser own the foreign table, its schema and its server).",
             )
             .into(),
             Self::NoLease { .. } => {
@@ -210,23 +208,4 @@ impl From<Refusal> for Error {
             Refusal::AfterWindow { now, last } => Self::LeaseLapsed { now, through: last },
         }
     }
-}
-
-/// Rejects a proposed setting from inside a GUC check hook: PostgreSQL then reports `message`
-/// (SQLSTATE 22023, invalid_parameter_value) in place of its default text, which would quote
-/// the rejected value, and that value may be a secret.
-pub fn reject_setting(message: &str, hint: &str) -> bool {
-    // SAFETY: check hooks run in a PostgreSQL process with ErrorContext set up; the strings are
-    // copied into it, which is where PostgreSQL's own GUC_check_errmsg() puts them.
-    unsafe {
-        pg_sys::GUC_check_errcode(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
-        pg_sys::GUC_check_errmsg_string = copy_to_error_context(message);
-        pg_sys::GUC_check_errhint_string = copy_to_error_context(hint);
-    }
-    false
-}
-
-unsafe fn copy_to_error_context(text: &str) -> *mut std::ffi::c_char {
-    let text = CString::new(text.replace('\0', "")).expect("NULs removed");
-    unsafe { pg_sys::MemoryContextStrdup(pg_sys::ErrorContext, text.as_ptr()) }
 }

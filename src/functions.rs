@@ -1,11 +1,12 @@
 //! Every SQL-callable function of randflake_pg. Their SQL comments and grants are in
-//! `sql/bootstrap.sql`.
+//! `sql/comments_and_grants_0.1.0.sql` and the upgrade scripts after it.
 
 use pgrx::prelude::*;
 use randflake::{codec, Parts};
 
 use crate::errors::Error;
-use crate::{generation, node_table, secret, status};
+use crate::shmem::node_table;
+use crate::{generation, secret, status};
 
 /// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;

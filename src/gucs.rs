@@ -4,16 +4,14 @@
 //! secret could make this server issue IDs that collide with another's.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
+use pgrx::guc::{GucContext, GucEnum, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use randflake::{Secret, MAX_NODE};
+use randflake::MAX_NODE;
 
-use crate::errors::reject_setting;
-use crate::secret::{self, SecretSource};
+use crate::check_hooks::{self, proposed, reject};
+use crate::secret::settings::{assign_secret, assign_secret_file, check_secret, check_secret_file, show_secret};
 
 static SECRET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static SECRET_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -41,10 +39,24 @@ pub enum NodeSource {
     Off,
 }
 
-/// Set when a check hook rejects a value while the library is being preloaded. PostgreSQL
-/// reports such a rejection only as a WARNING and keeps the default, and a default node range
-/// or a missing secret is not what the DBA asked for: `_PG_init` refuses to start instead.
-static REJECTED_WHILE_LOADING: AtomicBool = AtomicBool::new(false);
+impl NodeSource {
+    /// The value as written in postgresql.conf, read from the very table PostgreSQL parses it
+    /// with, so that messages and randflake_status() cannot spell it differently.
+    pub fn name(self) -> &'static str {
+        let mut entry = <Self as GucEnum>::CONFIG_ENUM_ENTRY;
+        // SAFETY: GucEnum's contract, kept by pgrx's derive: a static array of entries with
+        // static NUL-terminated names, ended by an entry whose name is null.
+        unsafe {
+            while let Some(name) = (*entry).name.as_ref() {
+                if (*entry).val == self.to_ordinal() {
+                    return CStr::from_ptr(name).to_str().unwrap_or_default();
+                }
+                entry = entry.add(1);
+            }
+        }
+        ""
+    }
+}
 
 /// Registers all settings. Called once, from `_PG_init`, while preloading.
 pub fn define() {
@@ -176,7 +188,7 @@ pub fn define() {
     // about it and removes it, and no later SET can create one either.
     // SAFETY: called once, from _PG_init, after every randflake setting is defined.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"randflake".as_ptr()) };
-    if REJECTED_WHILE_LOADING.load(Ordering::Relaxed) {
+    if check_hooks::rejected_while_loading() {
         crate::errors::Error::InvalidSettingsAtStartup.raise();
     }
     if node_source() == NodeSource::Fleet && fleet_lease_table().is_none() {
@@ -191,16 +203,16 @@ pub fn describe_configuration() -> String {
         Some(role) => format!("{}\" by role \"{role}", database()),
         None => database(),
     };
-    match node_source() {
-        NodeSource::Range => {
-            format!("node source range, nodes {first}..{last}, leased in database \"{database}\"")
-        }
+    let source = node_source();
+    let name = source.name();
+    match source {
+        NodeSource::Range => format!("node source {name}, nodes {first}..{last}, leased in database \"{database}\""),
         NodeSource::Fleet => format!(
-            "node source fleet, blocks of {} nodes from pool {first}..{last}, leased through {} in database \"{database}\"",
+            "node source {name}, blocks of {} nodes from pool {first}..{last}, leased through {} in database \"{database}\"",
             fleet_block_size(),
             FLEET_LEASE_TABLE.get().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default()
         ),
-        NodeSource::Off => "node source off: this server issues no IDs".to_owned(),
+        NodeSource::Off => format!("node source {name}: this server issues no IDs"),
     }
 }
 
@@ -241,103 +253,9 @@ pub fn max_nodes_per_backend() -> u32 {
     MAX_NODES_PER_BACKEND.get() as u32
 }
 
-fn reject(message: &str, hint: &str) -> bool {
-    // SAFETY: reading a PostgreSQL global from the backend's thread.
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        REJECTED_WHILE_LOADING.store(true, Ordering::Relaxed);
-    }
-    reject_setting(message, hint)
-}
 
-/// The proposed value of a string setting; `None` when unset or empty.
-unsafe fn proposed<'a>(newval: *mut *mut c_char) -> Option<&'a CStr> {
-    let value = unsafe { newval.as_ref().map(|value| *value) }.filter(|value| !value.is_null())?;
-    let value = unsafe { CStr::from_ptr(value) };
-    (!value.is_empty()).then_some(value)
-}
 
-/// Hands a parsed secret from a check hook to its assign hook through PostgreSQL's "extra"
-/// pointer. PostgreSQL frees that with its GUC allocator, so the copy must come from it too:
-/// malloc() up to 15; from 16 on, guc_malloc() (GUC memory, freed with pfree(), which rejects a
-/// malloc()ed pointer, and does so in every parallel worker, which resets the settings).
-unsafe fn store_extra(extra: *mut *mut c_void, secret: &Secret) -> bool {
-    let bytes = secret.as_bytes();
-    // SAFETY: an allocation of 16 bytes; at LOG level guc_malloc() returns NULL rather than
-    // raising an ERROR when memory runs out, as malloc() does.
-    #[cfg(feature = "pg15")]
-    let copy = unsafe { libc::malloc(bytes.len()) }.cast::<u8>();
-    #[cfg(not(feature = "pg15"))]
-    let copy = unsafe { pg_sys::guc_malloc(pg_sys::LOG as c_int, bytes.len()) }.cast::<u8>();
-    if copy.is_null() {
-        return reject("out of memory while validating the randflake secret", "Retry.");
-    }
-    unsafe {
-        copy.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len());
-        *extra = copy.cast();
-    }
-    true
-}
 
-unsafe fn secret_from_extra(extra: *mut c_void) -> Option<Secret> {
-    let bytes = extra.cast::<[u8; 16]>();
-    unsafe { bytes.as_ref() }.map(|bytes| Secret::from_bytes(*bytes))
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn check_secret(
-    newval: *mut *mut c_char,
-    extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    let Some(value) = (unsafe { proposed(newval) }) else { return true };
-    let Ok(text) = value.to_str() else {
-        return reject("invalid value for randflake.secret: it is not valid text", SECRET_FORMAT_HINT);
-    };
-    match Secret::from_hex(text) {
-        Ok(secret) => unsafe { store_extra(extra, &secret) },
-        Err(error) => reject(&format!("invalid value for randflake.secret: {error}"), SECRET_FORMAT_HINT),
-    }
-}
-
-const SECRET_FORMAT_HINT: &str =
-    "The secret is exactly 32 hexadecimal digits, for example from: openssl rand -hex 16";
-
-#[pg_guard]
-unsafe extern "C-unwind" fn assign_secret(_newval: *const c_char, extra: *mut c_void) {
-    secret::install(SecretSource::Setting, unsafe { secret_from_extra(extra) });
-}
-
-/// What SHOW, current_setting() and pg_settings say of randflake.secret, to every role, the
-/// superuser included: whether it is set, never its value. pg_monitor members may read
-/// superuser-only settings, and monitoring agents routinely are such members.
-#[pg_guard]
-unsafe extern "C-unwind" fn show_secret() -> *const c_char {
-    if secret::is_set(SecretSource::Setting) { c"(set; hidden by randflake_pg)" } else { c"" }.as_ptr()
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn check_secret_file(
-    newval: *mut *mut c_char,
-    extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    let Some(value) = (unsafe { proposed(newval) }) else { return true };
-    let Ok(path) = value.to_str() else {
-        return reject("randflake.secret_file is not a valid path", "Use a UTF-8 path.");
-    };
-    match Secret::from_key_file(Path::new(path)) {
-        Ok(secret) => unsafe { store_extra(extra, &secret) },
-        Err(error) => reject(
-            &format!("invalid randflake.secret_file \"{path}\": {error}"),
-            "The file must hold exactly 32 hexadecimal digits and have mode 0600 or 0400, owned by the server's user; a relative path is relative to the data directory.",
-        ),
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn assign_secret_file(_newval: *const c_char, extra: *mut c_void) {
-    secret::install(SecretSource::File, unsafe { secret_from_extra(extra) });
-}
 
 const NODE_RANGE_HINT: &str =
     "Set randflake.node_id_min <= randflake.node_id_max; to move a range, change both in postgresql.conf and restart.";

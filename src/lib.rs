@@ -4,20 +4,17 @@
 //! crate; this crate is the PostgreSQL side: settings, shared memory (node table, published
 //! lease), the lease keeper background worker, per-backend generation and the SQL functions.
 
-mod backend_local;
+mod check_hooks;
 mod clock;
 mod errors;
 mod functions;
 mod generation;
 mod gucs;
 mod keeper;
-mod lease_state;
-mod log_redaction;
-mod node_table;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod secret;
-mod shared_memory;
+mod shmem;
 mod status;
 
 use pgrx::prelude::*;
@@ -29,8 +26,8 @@ use pgrx::prelude::*;
 // that changes a function an earlier script (re)defines must reconcile the two there;
 // tests/integration/test_upgrade.py fails until a fresh install equals an updated one.
 pgrx::extension_sql_file!(
-    "../sql/bootstrap.sql",
-    name = "bootstrap",
+    "../sql/comments_and_grants_0.1.0.sql",
+    name = "comments_and_grants_0_1_0",
     requires = [
         "randflake_next",
         functions::randflake_decode,
@@ -41,7 +38,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.1.0--0.2.0.sql",
     name = "upgrade_to_0_2_0",
-    requires = ["bootstrap", functions::randflake_status]
+    requires = ["comments_and_grants_0_1_0", functions::randflake_status]
 );
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.2.0--0.3.0.sql",
@@ -75,8 +72,8 @@ pub extern "C-unwind" fn _PG_init() {
         randflake::BATCH,
         randflake::Kernel::best().name()
     );
-    log_redaction::install();
-    shared_memory::reserve();
+    secret::log_redaction::install();
+    shmem::reserve();
     keeper::register();
 }
 

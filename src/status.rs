@@ -5,7 +5,7 @@ use randflake::Lease;
 
 use crate::clock;
 use crate::gucs::{self, NodeSource};
-use crate::lease_state::{self, KeeperState};
+use crate::shmem::published_lease::{self, KeeperState};
 
 pub struct Status {
     pub node_source: &'static str,
@@ -20,13 +20,8 @@ pub struct Status {
 
 pub fn current() -> Status {
     let source = gucs::node_source();
-    let node_source = match source {
-        NodeSource::Range => "range",
-        NodeSource::Fleet => "fleet",
-        NodeSource::Off => "off",
-    };
-    let lease = lease_state::read().1.map(|published| published.lease);
-    let keeper = lease_state::keeper();
+    let lease = published_lease::read().1.map(|published| published.lease);
+    let keeper = published_lease::keeper();
     let now = clock::unix_time().as_secs();
     // SAFETY: a plain read of shared state.
     let standby = unsafe { pg_sys::RecoveryInProgress() };
@@ -46,12 +41,12 @@ pub fn current() -> Status {
         },
         (_, None) => keeper.describe(),
     };
-    let (node_switches, clock_refusals, lease_refusals) = lease_state::counters();
+    let (node_switches, clock_refusals, lease_refusals) = published_lease::counters();
     Status {
-        node_source,
+        node_source: source.name(),
         state,
         lease,
-        renewed_at: lease.map(|_| lease_state::renewed_at()),
+        renewed_at: lease.map(|_| published_lease::renewed_at()),
         node_switches,
         clock_refusals,
         lease_refusals,

@@ -15,6 +15,13 @@
 
 use crate::layout::MAX_SECOND;
 
+/// How far ahead of the clock a holder that resumes its own leases (randflake_pg's range mode)
+/// keeps its high-water mark, in seconds. After a restart or crash the holder's next lease
+/// starts just past the recorded mark, so at most this many seconds (plus the one being
+/// written) ahead of the clock: issuing waits that out rather than refusing. The mark is
+/// written about every half of it.
+pub const HIGH_WATER_LEAD: u64 = 10;
+
 /// One lease of nodes `first_node..=last_node` for the seconds `start..=end`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -115,7 +122,7 @@ mod tests {
     use super::*;
 
     const T: u64 = 1_800_000_000;
-    const RANGE: Terms = Terms { length: 600, high_water_lead: Some(10) };
+    const RANGE: Terms = Terms { length: 600, high_water_lead: Some(HIGH_WATER_LEAD) };
     const FLEET: Terms = Terms { length: 600, high_water_lead: None };
 
     #[test]

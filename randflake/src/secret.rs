@@ -129,7 +129,7 @@ impl Secret {
             Ok(text) => Self::from_hex(text.trim()),
             Err(error) => Err(SecretError::NotHex { position: error.valid_up_to() }),
         };
-        wipe_bytes(&mut content);
+        wipe(&mut content);
         parsed
     }
 
@@ -163,17 +163,20 @@ fn check_private(_metadata: &std::fs::Metadata) -> Result<(), SecretError> {
     Ok(())
 }
 
-fn wipe_bytes(bytes: &mut [u8]) {
-    for byte in bytes.iter_mut() {
-        // SAFETY: `byte` is a valid, exclusive reference.
-        unsafe { core::ptr::write_volatile(byte, 0) };
+/// Overwrites key material with zeros in a way the optimiser may not elide: the secret's bytes
+/// here, the cipher's round keys in `sparx`.
+pub(crate) fn wipe<T: Copy + Default>(values: &mut [T]) {
+    for value in values.iter_mut() {
+        // SAFETY: `value` is a valid, aligned, exclusive reference to an initialised `T`, and
+        // `T: Copy` has no destructor that overwriting could skip.
+        unsafe { core::ptr::write_volatile(value, T::default()) };
     }
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
 }
 
 impl Drop for Secret {
     fn drop(&mut self) {
-        wipe_bytes(&mut self.0);
+        wipe(&mut self.0);
     }
 }
 

@@ -8,6 +8,7 @@
 use core::fmt;
 
 use crate::words::Word;
+use crate::secret::wipe;
 
 const STEPS: usize = 8;
 const ROUNDS_PER_STEP: usize = 3;
@@ -77,15 +78,6 @@ fn expand_key(key: &[u8; 16]) -> [Subkey; SUBKEY_COUNT] {
     }
     wipe(&mut state);
     subkeys
-}
-
-/// Overwrites key material in a way the optimiser may not elide.
-fn wipe(words: &mut [u16]) {
-    for word in words.iter_mut() {
-        // SAFETY: `word` is a valid, aligned, exclusive reference.
-        unsafe { core::ptr::write_volatile(word, 0) };
-    }
-    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
 }
 
 /// A block as the cipher reads it: four big-endian 16-bit words.

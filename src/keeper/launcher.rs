@@ -17,7 +17,7 @@ use pgrx::prelude::*;
 
 use super::{bounds, TICK};
 use crate::gucs;
-use crate::lease_state::{self, KeeperState};
+use crate::shmem::published_lease::{self, KeeperState};
 
 /// A keeper that exits this soon after starting, before its first tick, is failing to start
 /// (its database refuses connections, say): the next start waits this long, so the log gets a
@@ -44,7 +44,7 @@ pub extern "C-unwind" fn randflake_keeper_launcher_main(_argument: pg_sys::Datum
 /// that the next launcher never finds one it did not start.
 #[pg_guard]
 unsafe extern "C-unwind" fn stop_keeper(_code: i32, _argument: pg_sys::Datum) {
-    let pid = lease_state::keeper().pid;
+    let pid = published_lease::keeper().pid;
     if pid != 0 {
         // SAFETY: signalling a server process of this cluster, as pg_terminate_backend does.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -67,7 +67,7 @@ impl Launcher {
                 Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted) => return,
                 Err(_) => {
                     // A keeper that got as far as its first tick reported a state.
-                    let never_ran = lease_state::keeper().state == KeeperState::NotStarted;
+                    let never_ran = published_lease::keeper().state == KeeperState::NotStarted;
                     exited_quickly = never_ran && self.started_at.elapsed() < QUICK_EXIT;
                     self.keeper = None;
                 }
@@ -76,7 +76,7 @@ impl Launcher {
         let database = gucs::database();
         if !database_exists(&database) {
             let cause = format!("database \"{database}\" (randflake.database) does not exist");
-            lease_state::report_keeper(KeeperState::WaitingForDatabase, &cause);
+            published_lease::report_keeper(KeeperState::WaitingForDatabase, &cause);
             self.warn(format!("{cause}; the lease keeper starts once it does"));
             self.next_start = Instant::now();
             return;
@@ -87,13 +87,13 @@ impl Launcher {
                 "the lease keeper exited within {} s of starting in database \"{database}\"; the server log says why",
                 QUICK_EXIT.as_secs()
             );
-            lease_state::report_keeper(KeeperState::Failing, &cause);
+            published_lease::report_keeper(KeeperState::Failing, &cause);
             self.warn(format!("{cause}. Next attempt in {} s", RETRY_AFTER_QUICK_EXIT.as_secs()));
         }
         if Instant::now() < self.next_start {
             return;
         }
-        lease_state::report_keeper(KeeperState::NotStarted, "");
+        published_lease::report_keeper(KeeperState::NotStarted, "");
         let keeper = BackgroundWorkerBuilder::new("randflake_pg lease keeper")
             .set_type("randflake_pg lease keeper")
             .set_library("randflake_pg")
@@ -110,7 +110,7 @@ impl Launcher {
             }
             Err(_) => {
                 let cause = "no background worker slot is free for the lease keeper";
-                lease_state::report_keeper(KeeperState::Failing, cause);
+                published_lease::report_keeper(KeeperState::Failing, cause);
                 self.warn(format!("{cause}; raise max_worker_processes"));
             }
         }

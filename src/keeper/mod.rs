@@ -1,8 +1,9 @@
 //! The lease keeper and its launcher: the background workers that hold this server's node
 //! lease. The launcher keeps one keeper running in `randflake.database`; the keeper takes,
-//! checks and renews the lease and publishes it to the backends through `lease_state`.
+//! checks and renews the lease and publishes it to the backends through `shmem::published_lease`.
 
 mod bounds;
+mod holder;
 mod launcher;
 mod vetting;
 mod worker;
@@ -12,11 +13,6 @@ use std::time::Duration;
 use pgrx::bgworkers::BackgroundWorkerBuilder;
 
 use crate::gucs::{self, NodeSource};
-
-/// How far ahead of the clock a range-mode server records its high-water mark. After a restart
-/// or crash the server resumes within this many seconds (calls wait meanwhile); the mark is
-/// written about every half of it.
-pub const HIGH_WATER_LEAD: u64 = 10;
 
 /// How often the keeper checks the clock and the lease, and the launcher the keeper.
 const TICK: Duration = Duration::from_secs(1);

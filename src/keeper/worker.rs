@@ -16,14 +16,14 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
-use randflake::{Lease, Terms, MAX_SECOND};
+use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
-use super::bounds;
+use super::{bounds, holder};
 use super::vetting::{self, Verdict};
-use super::{HIGH_WATER_LEAD, TICK};
+use super::TICK;
 use crate::clock;
 use crate::gucs::{self, NodeSource};
-use crate::lease_state::{self, KeeperState};
+use crate::shmem::published_lease::{self, KeeperState};
 
 #[pg_guard]
 #[unsafe(no_mangle)]
@@ -33,7 +33,7 @@ pub extern "C-unwind" fn randflake_lease_keeper_main(_argument: pg_sys::Datum) {
     let pid = unsafe { pg_sys::MyProcPid };
     // A keeper terminated a moment ago may still be finishing its last transaction: two must
     // never write leases at once. The launcher starts this one again shortly.
-    if !lease_state::claim_keeper(pid) {
+    if !published_lease::claim_keeper(pid) {
         return;
     }
     // SAFETY: registering an exit callback from the worker's thread; it runs after the
@@ -53,7 +53,7 @@ pub extern "C-unwind" fn randflake_lease_keeper_main(_argument: pg_sys::Datum) {
 /// keeper that ran from one that never got going.
 #[pg_guard]
 unsafe extern "C-unwind" fn give_up_keeper_place(_code: i32, pid: pg_sys::Datum) {
-    lease_state::release_keeper(pid.value() as i32);
+    published_lease::release_keeper(pid.value() as i32);
 }
 
 struct Keeper {
@@ -95,8 +95,8 @@ impl Keeper {
             table: quote_qualified_identifier(schema.as_str(), table_name.as_str()),
             schema,
             table_name,
-            holder: holder_identity(),
-            server_name: server_name(),
+            holder: holder::identity(),
+            server_name: holder::server_name(),
             last_failure: None,
         }
     }
@@ -119,17 +119,17 @@ impl Keeper {
 
     fn tick(&mut self) {
         let now = clock::unix_time().as_secs();
-        let published = lease_state::read().1.map(|published| published.lease);
+        let published = published_lease::read().1.map(|published| published.lease);
         let terms = self.terms();
         let outcome = bounds::bounded(self.time_limit(), || in_transaction(|| self.step(now, published, &terms)));
         let (state, cause) = match outcome {
             Ok(Outcome::Unchanged) => (KeeperState::Holding, None),
             Ok(Outcome::Renewed(lease)) => {
-                lease_state::publish(&lease, true, now);
+                published_lease::publish(&lease, true, now);
                 (KeeperState::Holding, None)
             }
             Ok(Outcome::Taken(lease)) => {
-                lease_state::publish(&lease, false, now);
+                published_lease::publish(&lease, false, now);
                 log!(
                     "randflake_pg lease keeper: leased nodes {}..{} for seconds {}..{} as {} in {}",
                     lease.first_node, lease.last_node, lease.start, lease.end, self.holder, self.table
@@ -149,14 +149,14 @@ impl Keeper {
         match cause {
             None => {
                 self.last_failure = None;
-                lease_state::report_keeper(state, "");
+                published_lease::report_keeper(state, "");
             }
             Some((warning, cause)) => {
                 if self.last_failure.as_ref() != Some(&warning) {
                     warning!("randflake_pg lease keeper: {warning}; retrying every second");
                     self.last_failure = Some(warning);
                 }
-                lease_state::report_keeper(state, &cause);
+                published_lease::report_keeper(state, &cause);
             }
         }
     }
@@ -190,7 +190,7 @@ impl Keeper {
     /// Stops the backends from issuing under `lease` before anything else happens: its row no
     /// longer stands behind it. Another server may take its nodes from now on.
     fn withdraw(&self, lease: &Lease, what: &str, detail: &str) {
-        lease_state::withdraw();
+        published_lease::withdraw();
         warning!(
             "randflake_pg lease keeper: the lease of nodes {}..{} from second {} {what} {}{detail}; withdrawn, taking a new one",
             lease.first_node, lease.last_node, lease.start, self.table
@@ -233,7 +233,7 @@ impl Keeper {
         // A lease withdrawn earlier in this server's life (its row deleted, the extension
         // dropped and created again, a coordinator that lost it) still bounds the seconds its
         // nodes may have used; it says nothing about other nodes.
-        let withdrawn = lease_state::last_published();
+        let withdrawn = published_lease::last_published();
         let (first_node, last_node, latest_end) = match self.source {
             NodeSource::Fleet => self.free_block(now, withdrawn),
             _ => {
@@ -307,7 +307,7 @@ impl Keeper {
         let (pool_first, pool_last) = gucs::node_range();
         let size = gucs::fleet_block_size().min(pool_last - pool_first + 1);
         let blocks = (pool_last - pool_first) / size + 1;
-        let preference = fnv1a(self.holder.as_bytes()) % u64::from(blocks);
+        let preference = holder::fnv1a(self.holder.as_bytes()) % u64::from(blocks);
         let query = format!(
             "SELECT b.first_node, b.last_node, max(l.lease_end)
                FROM (SELECT $1::int + i * $2::int AS first_node,
@@ -427,34 +427,4 @@ fn in_transaction<R>(body: impl FnOnce() -> R) -> Result<R, String> {
         })
     })
     .execute()
-}
-
-fn holder_identity() -> String {
-    // SAFETY: plain reads of shared state; recovery has finished before the keeper starts.
-    let (system, timeline) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::GetWALInsertionTimeLine()) };
-    format!("{system}/{timeline}")
-}
-
-/// `cluster_name`, or `host:port` when it is not set.
-fn server_name() -> String {
-    // SAFETY: reading settings from the worker's thread; PostgreSQL owns the strings.
-    let setting = |name: &std::ffi::CStr| unsafe {
-        let value = pg_sys::GetConfigOption(name.as_ptr(), true, false);
-        (!value.is_null()).then(|| std::ffi::CStr::from_ptr(value).to_string_lossy().into_owned())
-    };
-    match setting(c"cluster_name").filter(|name| !name.is_empty()) {
-        Some(name) => name,
-        None => {
-            let mut host = [0u8; 256];
-            // SAFETY: the buffer is writable for its whole length.
-            unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) };
-            let host = std::ffi::CStr::from_bytes_until_nul(&host).map_or("localhost".into(), |h| h.to_string_lossy());
-            format!("{host}:{}", setting(c"port").unwrap_or_default())
-        }
-    }
-}
-
-/// FNV-1a: a stable hash, the same in every build, for spreading servers over blocks.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }

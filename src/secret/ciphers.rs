@@ -3,9 +3,11 @@
 //!
 //! The key schedule runs when a setting is assigned (at start-up or reload), never per call.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use randflake::{IdCipher, Secret};
 
-use crate::backend_local::BackendLocal;
 use crate::errors::Error;
 
 #[derive(Clone, Copy)]
@@ -19,28 +21,29 @@ pub enum SecretSource {
 struct Ciphers {
     from_setting: Option<IdCipher>,
     from_file: Option<IdCipher>,
-    /// Counts installs, so that IDs encrypted ahead under an older secret are never served.
-    version: u64,
 }
 
-static CIPHERS: BackendLocal<Ciphers> =
-    BackendLocal::new(Ciphers { from_setting: None, from_file: None, version: 0 });
+thread_local! {
+    static CIPHERS: RefCell<Ciphers> = const { RefCell::new(Ciphers { from_setting: None, from_file: None }) };
+}
+
+/// Counts installs, so that IDs encrypted ahead under an older secret are never served. An
+/// atomic rather than a field of `CIPHERS`: it is read on every call of randflake_next().
+static VERSION: AtomicU64 = AtomicU64::new(0);
 
 /// Records the secret one source now provides (`None`: the source is unset).
 pub fn install(source: SecretSource, secret: Option<Secret>) {
     let cipher = secret.as_ref().map(IdCipher::new);
-    CIPHERS.with(|ciphers| {
-        match source {
-            SecretSource::Setting => ciphers.from_setting = cipher,
-            SecretSource::File => ciphers.from_file = cipher,
-        }
-        ciphers.version += 1;
+    CIPHERS.with_borrow_mut(|ciphers| match source {
+        SecretSource::Setting => ciphers.from_setting = cipher,
+        SecretSource::File => ciphers.from_file = cipher,
     });
+    VERSION.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Whether `source` provides a secret (valid, or it would not have been assigned).
 pub fn is_set(source: SecretSource) -> bool {
-    CIPHERS.with(|ciphers| match source {
+    CIPHERS.with_borrow(|ciphers| match source {
         SecretSource::Setting => ciphers.from_setting.is_some(),
         SecretSource::File => ciphers.from_file.is_some(),
     })
@@ -49,14 +52,14 @@ pub fn is_set(source: SecretSource) -> bool {
 /// Changes whenever either secret setting is assigned.
 #[inline]
 pub fn version() -> u64 {
-    CIPHERS.with(|ciphers| ciphers.version)
+    VERSION.load(Ordering::Relaxed)
 }
 
 /// Runs `f` with the configured cipher. Exactly one source must be set: with two, neither is
 /// trusted, since the one left over by mistake may be the wrong key.
 #[inline]
 pub fn with_cipher<R>(f: impl FnOnce(&IdCipher) -> R) -> Result<R, Error> {
-    CIPHERS.with(|ciphers| match (&ciphers.from_setting, &ciphers.from_file) {
+    CIPHERS.with_borrow(|ciphers| match (&ciphers.from_setting, &ciphers.from_file) {
         (Some(cipher), None) | (None, Some(cipher)) => Ok(f(cipher)),
         (None, None) => Err(Error::NoSecret),
         (Some(_), Some(_)) => Err(Error::TwoSecrets),

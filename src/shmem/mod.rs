@@ -2,22 +2,26 @@
 //! preloading; found or created whenever the postmaster (re)initialises shared memory, which it
 //! does at start-up and again after any backend crashes.
 
-use std::ffi::CStr;
-use std::mem::size_of;
+pub mod node_table;
+pub mod published_lease;
+mod segment;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::{lease_state, node_table};
-
 static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 static mut PREVIOUS_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
 
-const SIZE: usize = node_table::SHARED_SIZE + lease_state::SHARED_SIZE;
+const SIZE: usize = node_table::SHARED_SIZE + published_lease::SHARED_SIZE;
+
+/// `AddinShmemInitLock`'s place in `MainLWLockArray` (PostgreSQL's lwlocklist.h; the same in
+/// every supported major), which pgrx does not export as a symbol.
+const ADDIN_SHMEM_INIT_LOCK: usize = 21;
 
 /// Installs the hooks. Called from `_PG_init` while preloading.
 pub fn reserve() {
-    // SAFETY: hook chaining in _PG_init, on the postmaster's only thread.
+    // SAFETY: hook chaining in _PG_init, on the postmaster's only thread, before any hook runs;
+    // the previous hooks are kept and called first.
     unsafe {
         PREVIOUS_STARTUP_HOOK = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(attach);
@@ -28,6 +32,8 @@ pub fn reserve() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn request() {
+    // SAFETY: PostgreSQL calls this hook once, in the postmaster, while shared memory is being
+    // sized: where RequestAddinShmemSpace is allowed. PREVIOUS_REQUEST_HOOK was written before.
     unsafe {
         if let Some(previous) = PREVIOUS_REQUEST_HOOK {
             previous();
@@ -38,29 +44,17 @@ unsafe extern "C-unwind" fn request() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn attach() {
+    // SAFETY: PostgreSQL calls this hook after creating shared memory, with the space requested
+    // above; AddinShmemInitLock is the lock it documents for ShmemInitStruct, and both attaches
+    // run while it is held. PREVIOUS_STARTUP_HOOK was written before.
     unsafe {
         if let Some(previous) = PREVIOUS_STARTUP_HOOK {
             previous();
         }
-        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(ADDIN_SHMEM_INIT_LOCK)).lock;
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         node_table::attach();
-        lease_state::attach();
+        published_lease::attach();
         pg_sys::LWLockRelease(init_lock);
     }
-}
-
-/// The shared struct called `name`, initialised by `initialise` if this is the first process to
-/// ask for it since shared memory was (re)created.
-///
-/// # Safety
-/// Only from the start-up hook, with `AddinShmemInitLock` held; `initialise` must write every
-/// field of the struct.
-pub unsafe fn find_or_create<T>(name: &CStr, initialise: impl FnOnce(*mut T)) -> *mut T {
-    let mut found = false;
-    let shared = unsafe { pg_sys::ShmemInitStruct(name.as_ptr(), size_of::<T>(), &mut found) }.cast::<T>();
-    if !found {
-        initialise(shared);
-    }
-    shared
 }

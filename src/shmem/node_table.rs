@@ -5,14 +5,13 @@
 //! record the second it is issuing in; each of those is a single atomic operation on the
 //! node's own slot. No lock is shared on the path that issues IDs.
 
-use std::mem::size_of;
-use std::ptr::{addr_of_mut, null_mut};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::ptr::addr_of_mut;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use pgrx::pg_sys;
 use randflake::MAX_NODE;
 
-use crate::shared_memory;
+use super::segment::SharedStruct;
 
 const NODE_COUNT: usize = MAX_NODE as usize + 1;
 const NO_HOLDER: i32 = 0;
@@ -35,7 +34,7 @@ struct NodeTable {
     slots: [NodeSlot; NODE_COUNT],
 }
 
-static TABLE: AtomicPtr<NodeTable> = AtomicPtr::new(null_mut());
+static TABLE: SharedStruct<NodeTable> = SharedStruct::new(c"randflake_pg node table");
 
 /// Why no node could be taken.
 pub enum NoNode {
@@ -45,7 +44,7 @@ pub enum NoNode {
     AllUsedThisSecond,
 }
 
-pub const SHARED_SIZE: usize = size_of::<NodeTable>();
+pub const SHARED_SIZE: usize = SharedStruct::<NodeTable>::SIZE;
 
 /// Finds the table in shared memory, creating it when the postmaster (re)initialises shared
 /// memory. Nothing is carried over from before a crash: the lease keeper's new lease starts
@@ -54,23 +53,24 @@ pub const SHARED_SIZE: usize = size_of::<NodeTable>();
 /// # Safety
 /// Called from the shared memory start-up hook, with `AddinShmemInitLock` held.
 pub unsafe fn attach() {
-    let table = unsafe {
-        shared_memory::find_or_create(c"randflake_pg node table", |table: *mut NodeTable| {
+    let initialise = |table: *mut NodeTable| {
+        // SAFETY: `table` points to size_of::<NodeTable>() bytes of fresh shared memory; it is
+        // written field by field, in place, because it is too large for the stack.
+        unsafe {
             addr_of_mut!((*table).search_start).write(AtomicU32::new(0));
             addr_of_mut!((*table).latest_used).write(AtomicU32::new(0));
             let slots = addr_of_mut!((*table).slots).cast::<NodeSlot>();
             for index in 0..NODE_COUNT {
                 slots.add(index).write(NodeSlot { holder: AtomicI32::new(NO_HOLDER), used_through: AtomicU32::new(0) });
             }
-        })
+        }
     };
-    TABLE.store(table, Ordering::Release);
+    // SAFETY: the caller keeps attach's promise; `initialise` writes every field.
+    unsafe { TABLE.attach(initialise) };
 }
 
 fn table() -> &'static NodeTable {
-    let table = TABLE.load(Ordering::Acquire);
-    // SAFETY: set by `attach` before any backend exists; shared memory outlives every backend.
-    unsafe { table.as_ref() }.expect("randflake_pg node table is attached when preloaded")
+    TABLE.get()
 }
 
 /// How many nodes of `first..=last` running processes hold.
@@ -138,7 +138,7 @@ pub fn release(node: u32) {
 /// Releases every node this process still holds. Runs when the process exits; a scan of the
 /// whole table needs no state that an error during exit could have left inconsistent.
 pub fn release_all_held() {
-    let Some(table) = (unsafe { TABLE.load(Ordering::Acquire).as_ref() }) else { return };
+    let Some(table) = TABLE.try_get() else { return };
     // SAFETY: reading a PostgreSQL global from the backend's thread.
     let pid = unsafe { pg_sys::MyProcPid };
     for slot in &table.slots {

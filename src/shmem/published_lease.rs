@@ -4,13 +4,11 @@
 //! The keeper is the only writer of the lease. Backends read it on every refill of their ID
 //! cache, so the read is a sequence lock: a few plain loads and no shared lock.
 
-use std::mem::size_of;
-use std::ptr::null_mut;
-use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use randflake::Lease;
 
-use crate::shared_memory;
+use super::segment::SharedStruct;
 
 #[repr(C)]
 struct Shared {
@@ -44,9 +42,9 @@ struct Shared {
 /// Room for the keeper's cause; a longer one is cut at a character boundary.
 const CAUSE_BYTES: usize = 480;
 
-pub const SHARED_SIZE: usize = size_of::<Shared>();
+pub const SHARED_SIZE: usize = SharedStruct::<Shared>::SIZE;
 
-static SHARED: AtomicPtr<Shared> = AtomicPtr::new(null_mut());
+static SHARED: SharedStruct<Shared> = SharedStruct::new(c"randflake_pg lease");
 
 /// What the lease keeper is doing; shown by randflake_status() and in errors, with its cause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,36 +122,38 @@ pub enum Counter {
 /// # Safety
 /// Called from the shared memory start-up hook, with `AddinShmemInitLock` held.
 pub unsafe fn attach() {
-    let shared = unsafe {
-        shared_memory::find_or_create(c"randflake_pg lease", |shared: *mut Shared| {
+    let initialise = |shared: *mut Shared| {
+        // SAFETY: `shared` points to size_of::<Shared>() bytes of fresh shared memory, which
+        // `write` fills without reading.
+        unsafe {
             shared.write(Shared {
-                version: AtomicU64::new(0),
-                taken: AtomicU64::new(0),
-                number: AtomicU64::new(0),
-                first_node: AtomicU32::new(0),
-                last_node: AtomicU32::new(0),
-                start: AtomicU64::new(0),
-                end: AtomicU64::new(0),
-                used_through: AtomicU64::new(0),
-                renewed_at: AtomicU64::new(0),
-                keeper_state: AtomicU32::new(KeeperState::NotStarted as u32),
-                keeper_pid: AtomicI32::new(0),
-                cause_version: AtomicU64::new(0),
-                cause_writer: AtomicBool::new(false),
-                cause_len: AtomicU32::new(0),
-                cause: [const { AtomicU8::new(0) }; CAUSE_BYTES],
-                node_switches: AtomicU64::new(0),
-                clock_refusals: AtomicU64::new(0),
-                lease_refusals: AtomicU64::new(0),
+        version: AtomicU64::new(0),
+        taken: AtomicU64::new(0),
+        number: AtomicU64::new(0),
+        first_node: AtomicU32::new(0),
+        last_node: AtomicU32::new(0),
+        start: AtomicU64::new(0),
+        end: AtomicU64::new(0),
+        used_through: AtomicU64::new(0),
+        renewed_at: AtomicU64::new(0),
+        keeper_state: AtomicU32::new(KeeperState::NotStarted as u32),
+        keeper_pid: AtomicI32::new(0),
+        cause_version: AtomicU64::new(0),
+        cause_writer: AtomicBool::new(false),
+        cause_len: AtomicU32::new(0),
+        cause: [const { AtomicU8::new(0) }; CAUSE_BYTES],
+        node_switches: AtomicU64::new(0),
+        clock_refusals: AtomicU64::new(0),
+        lease_refusals: AtomicU64::new(0),
             })
-        })
+        }
     };
-    SHARED.store(shared, Ordering::Release);
+    // SAFETY: the caller keeps attach's promise; `initialise` writes every field.
+    unsafe { SHARED.attach(initialise) };
 }
 
 fn shared() -> &'static Shared {
-    // SAFETY: set by `attach` before any backend exists; shared memory outlives every backend.
-    unsafe { SHARED.load(Ordering::Acquire).as_ref() }.expect("randflake_pg shared memory is attached when preloaded")
+    SHARED.get()
 }
 
 /// Changes whenever the published lease does; cheap enough to read on every cache refill.

@@ -1,0 +1,96 @@
+//! The hooks of the two secret settings, `randflake.secret` and `randflake.secret_file`
+//! (defined with every other setting in `gucs`): they parse and check a proposed secret, hand it
+//! to the cipher slots, and keep its value out of SHOW.
+
+use std::ffi::{c_char, c_void};
+use std::path::Path;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use randflake::Secret;
+
+use super::ciphers::{self, SecretSource};
+use crate::check_hooks::{proposed, reject};
+
+/// Hands a parsed secret from a check hook to its assign hook through PostgreSQL's "extra"
+/// pointer. PostgreSQL frees that with its GUC allocator, so the copy must come from it too:
+/// malloc() up to 15; from 16 on, guc_malloc() (GUC memory, freed with pfree(), which rejects a
+/// malloc()ed pointer, and does so in every parallel worker, which resets the settings).
+unsafe fn store_extra(extra: *mut *mut c_void, secret: &Secret) -> bool {
+    let bytes = secret.as_bytes();
+    // SAFETY: an allocation of 16 bytes; at LOG level guc_malloc() returns NULL rather than
+    // raising an ERROR when memory runs out, as malloc() does.
+    #[cfg(feature = "pg15")]
+    let copy = unsafe { libc::malloc(bytes.len()) }.cast::<u8>();
+    #[cfg(not(feature = "pg15"))]
+    let copy = unsafe { pg_sys::guc_malloc(pg_sys::LOG as std::ffi::c_int, bytes.len()) }.cast::<u8>();
+    if copy.is_null() {
+        return reject("out of memory while validating the randflake secret", "Retry.");
+    }
+    unsafe {
+        copy.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len());
+        *extra = copy.cast();
+    }
+    true
+}
+
+unsafe fn secret_from_extra(extra: *mut c_void) -> Option<Secret> {
+    let bytes = extra.cast::<[u8; 16]>();
+    unsafe { bytes.as_ref() }.map(|bytes| Secret::from_bytes(*bytes))
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_secret(
+    newval: *mut *mut c_char,
+    extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let Some(value) = (unsafe { proposed(newval) }) else { return true };
+    let Ok(text) = value.to_str() else {
+        return reject("invalid value for randflake.secret: it is not valid text", SECRET_FORMAT_HINT);
+    };
+    match Secret::from_hex(text) {
+        Ok(secret) => unsafe { store_extra(extra, &secret) },
+        Err(error) => reject(&format!("invalid value for randflake.secret: {error}"), SECRET_FORMAT_HINT),
+    }
+}
+
+const SECRET_FORMAT_HINT: &str =
+    "The secret is exactly 32 hexadecimal digits, for example from: openssl rand -hex 16";
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn assign_secret(_newval: *const c_char, extra: *mut c_void) {
+    ciphers::install(SecretSource::Setting, unsafe { secret_from_extra(extra) });
+}
+
+/// What SHOW, current_setting() and pg_settings say of randflake.secret, to every role, the
+/// superuser included: whether it is set, never its value. pg_monitor members may read
+/// superuser-only settings, and monitoring agents routinely are such members.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn show_secret() -> *const c_char {
+    if ciphers::is_set(SecretSource::Setting) { c"(set; hidden by randflake_pg)" } else { c"" }.as_ptr()
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn check_secret_file(
+    newval: *mut *mut c_char,
+    extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    let Some(value) = (unsafe { proposed(newval) }) else { return true };
+    let Ok(path) = value.to_str() else {
+        return reject("randflake.secret_file is not a valid path", "Use a UTF-8 path.");
+    };
+    match Secret::from_key_file(Path::new(path)) {
+        Ok(secret) => unsafe { store_extra(extra, &secret) },
+        Err(error) => reject(
+            &format!("invalid randflake.secret_file \"{path}\": {error}"),
+            "The file must hold exactly 32 hexadecimal digits and have mode 0600 or 0400, owned by the server's user; a relative path is relative to the data directory.",
+        ),
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn assign_secret_file(_newval: *const c_char, extra: *mut c_void) {
+    ciphers::install(SecretSource::File, unsafe { secret_from_extra(extra) });
+}
