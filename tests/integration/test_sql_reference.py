@@ -85,9 +85,9 @@ def render_settings(conn: psycopg.Connection) -> list[str]:
     lines += [
         "### `randflake.secret`",
         "",
-        "The secret itself: 32 hexadecimal digits. Left out of `pg_settings` and `SHOW ALL`; `SHOW` shows it only to",
-        "superusers and members of `pg_read_all_settings`. Prefer `randflake.secret_file`; setting both is an",
-        "error. Changed by: reload.",
+        "The secret itself: 32 hexadecimal digits. Left out of `pg_settings` and `SHOW ALL`. `SHOW` refuses it to",
+        "ordinary roles and tells superusers and members of `pg_read_all_settings` only whether it is set, never",
+        "its value. Prefer `randflake.secret_file`; setting both is an error. Changed by: reload.",
         "See the DBA guide (docs/dba-guide.md), \"The secret\".",
         "",
     ]
