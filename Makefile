@@ -37,7 +37,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	multimaster pg_upgrade sql_reference accessors))
 
-.PHONY: help deps build install stage package install-package docs demo demo-stop test test-all test-server unit pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install stage package install-package docs demo demo-stop test test-all test-server unit lint pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -46,8 +46,9 @@ help:
 	@echo "make package       target/dist/: a tarball of the installed files, and a .deb for Debian's PostgreSQL 15"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
-	@echo "make test          every suite: unit, fuzz, #[pg_test], the package, pg_regress, integration, on a private copy of"
+	@echo "make test          formatting and lints, then every suite: unit, fuzz, #[pg_test], the package, pg_regress, integration, on a private copy of"
 	@echo "                   PostgreSQL; a server running on the installed library meanwhile must come through unharmed"
+	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, no module cycles (make test runs it)"
 	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
 	@echo "                   suites after the first major)"
 	@echo "make docs          rewrite docs/sql-reference.md from the installed extension (make test checks it)"
@@ -85,6 +86,7 @@ demo-stop:
 # The sentinel is a server on the installed library, started before the suites and checked after
 # them and after installing a different build (a debug one) over it: same postmaster, no crash.
 test: deps
+	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	$(MAKE) --no-print-directory install
@@ -114,6 +116,16 @@ test-all:
 
 unit:
 	cargo test -p randflake --all-features
+
+# Formatting (rustfmt.toml) of both crates and the fuzz targets, clippy with warnings denied on
+# both crates, the extension's #[pg_test]s included (each crate's lib.rs adds the unsafe lints),
+# and the extension's modules depending on each other one way only.
+lint:
+	@tools/module-deps.py >/dev/null
+	cargo fmt --all --check
+	cargo fmt --manifest-path randflake/fuzz/Cargo.toml --check
+	cargo clippy -p randflake --all-targets --all-features -- -D warnings
+	cargo clippy -p randflake_pg --all-targets --features "pg$(PG_MAJOR) pg_test" --no-default-features -- -D warnings
 
 pgtest: stage
 	PGRX_HOME=$(STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest-$(PG_MAJOR)

@@ -209,3 +209,66 @@ impl From<Refusal> for Error {
         }
     }
 }
+
+/// What the test of the DBA guide's error table needs: one error of every kind, and each one's
+/// SQLSTATE and message as PostgreSQL reports them.
+#[cfg(any(test, feature = "pg_test"))]
+pub mod catalog {
+    use super::*;
+
+    /// How many kinds of [`Error`] there are; [`kind`] numbers them below this.
+    pub const KINDS: usize = 14;
+
+    /// A number for each kind of error. A new variant fails to compile here until it is given
+    /// one, and then the table test until [`one_of_each`] has an example of it.
+    pub fn kind(error: &Error) -> usize {
+        match error {
+            Error::NotPreloaded => 0,
+            Error::InvalidSettingsAtStartup => 1,
+            Error::NoSecret => 2,
+            Error::TwoSecrets => 3,
+            Error::FleetWithoutLeaseTable => 4,
+            Error::ClockBehind { .. } => 5,
+            Error::ClockBeforeLease { .. } => 6,
+            Error::LeaseLapsed { .. } => 7,
+            Error::NoLease { .. } => 8,
+            Error::OnStandby => 9,
+            Error::GenerationOff => 10,
+            Error::ClockPastLastSecond { .. } => 11,
+            Error::NoFreeNode { .. } => 12,
+            Error::InvalidIdString { .. } => 13,
+        }
+    }
+
+    /// One example of each kind, with values like those the server reports.
+    pub fn one_of_each() -> Vec<Error> {
+        let keeper = KeeperReport { state: KeeperState::Failing, cause: "connection refused".into(), pid: 0 };
+        vec![
+            Error::NotPreloaded,
+            Error::InvalidSettingsAtStartup,
+            Error::NoSecret,
+            Error::TwoSecrets,
+            Error::FleetWithoutLeaseTable,
+            Error::ClockBehind { now: 1_800_000_000, used: 1_800_000_004 },
+            Error::ClockBeforeLease { now: 1_800_000_000, start: 1_800_000_011 },
+            Error::LeaseLapsed { now: 1_800_000_000, through: 1_799_999_990 },
+            Error::NoLease { keeper, database: "postgres".into() },
+            Error::OnStandby,
+            Error::GenerationOff,
+            Error::ClockPastLastSecond { now: MAX_SECOND + 1 },
+            Error::NoFreeNode { first: 0, last: 127 },
+            Error::InvalidIdString { input: "00".into(), reason: ParseIdError::LeadingZero },
+        ]
+    }
+
+    /// The five characters of a SQLSTATE, from PostgreSQL's packed form (six bits a character).
+    pub fn sqlstate_text(code: PgSqlErrorCode) -> String {
+        let packed = code as i32;
+        (0..5).map(|place| char::from(b'0' + ((packed >> (6 * place)) & 0x3F) as u8)).collect()
+    }
+
+    /// The error's SQLSTATE and message.
+    pub fn reported(error: &Error) -> (String, String) {
+        (sqlstate_text(error.sqlstate()), error.message())
+    }
+}

@@ -256,6 +256,9 @@ fn wait_for_lease(limit: Duration) -> bool {
     true
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as an `on_shmem_exit` callback, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn release_nodes_at_exit(_code: i32, _arg: pg_sys::Datum) {
     node_table::release_all_held();

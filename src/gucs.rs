@@ -271,30 +271,42 @@ fn node_range_is_valid(min: i32, max: i32) -> bool {
         )
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as randflake.node_id_min's check hook, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_node_id_min(
     newval: *mut c_int,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL passes a pointer to the proposed integer.
     node_range_is_valid(unsafe { *newval }, NODE_ID_MAX.get())
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as randflake.node_id_max's check hook, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_node_id_max(
     newval: *mut c_int,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: PostgreSQL passes a pointer to the proposed integer.
     node_range_is_valid(NODE_ID_MIN.get(), unsafe { *newval })
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as randflake.database's check hook, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_database(
     newval: *mut *mut c_char,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: `newval` is this check hook's first argument.
     unsafe { proposed(newval) }.is_some()
         || reject("randflake.database must name a database", "Set it to the database where CREATE EXTENSION randflake_pg was run.")
 }
@@ -306,12 +318,16 @@ fn is_simple_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as randflake.fleet_lease_table's check hook, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_fleet_lease_table(
     newval: *mut *mut c_char,
     _extra: *mut *mut c_void,
     _source: pg_sys::GucSource::Type,
 ) -> bool {
+    // SAFETY: `newval` is this check hook's first argument.
     let Some(value) = (unsafe { proposed(newval) }) else { return true };
     let name = value.to_str().unwrap_or_default();
     match name.split_once('.') {

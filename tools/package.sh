@@ -11,8 +11,7 @@ set -euo pipefail
 PG_CONFIG=$1
 PG_MAJOR=$2
 OUT=target/dist
-VERSION=$(cargo metadata --no-deps --format-version 1 |
-    python3 -c 'import json, sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "randflake_pg"))')
+VERSION=$(tools/version.sh)
 ARCH=$(dpkg --print-architecture)
 # Each major builds in a directory of its own and replaces only its own artifacts.
 WORK=$OUT/work-pg$PG_MAJOR

@@ -182,6 +182,8 @@
 //! volatile wiping of key material. Its minimum supported Rust version is 1.89.
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod batch;
 pub mod codec;

@@ -60,18 +60,25 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// # Safety
+///
+/// From the worker's main thread; `handler` must be async-signal-safe.
 unsafe fn set_handler(signal: c_int, handler: unsafe extern "C-unwind" fn(c_int)) {
     // SAFETY: the caller's; pqsignal is PostgreSQL's portable sigaction wrapper.
     #[cfg(not(feature = "pg18"))]
     unsafe {
         pg_sys::pqsignal(signal, Some(handler));
     }
+    // SAFETY: as above; 18 renamed the backend's variant.
     #[cfg(feature = "pg18")]
     unsafe {
         pg_sys::pqsignal_be(signal, Some(handler));
     }
 }
 
+/// # Safety
+///
+/// Only the kernel calls this, as the SIGHUP handler.
 unsafe extern "C-unwind" fn reload(_signal: c_int) {
     // SAFETY: what PostgreSQL's SignalHandlerForConfigReload does: a flag and the latch.
     unsafe {
@@ -80,6 +87,9 @@ unsafe extern "C-unwind" fn reload(_signal: c_int) {
     }
 }
 
+/// # Safety
+///
+/// Only the kernel calls this, as the SIGTERM handler.
 unsafe extern "C-unwind" fn terminate(signal: c_int) {
     drop_coordinator_connections();
     // SAFETY: PostgreSQL's own SIGTERM handler for backends, called as a signal handler.
@@ -129,6 +139,9 @@ pub fn register_hard_deadline() {
     HARD_DEADLINE.store(id, Ordering::Relaxed);
 }
 
+/// # Safety
+///
+/// Only PostgreSQL's timeout handler calls this, in signal context.
 unsafe extern "C-unwind" fn hard_deadline_reached() {
     drop_coordinator_connections();
 }

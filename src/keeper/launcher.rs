@@ -42,6 +42,10 @@ pub extern "C-unwind" fn randflake_keeper_launcher_main(_argument: pg_sys::Datum
 
 /// A launcher that stops (terminated, or the server shutting down) takes its keeper with it, so
 /// that the next launcher never finds one it did not start.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls this, as an `on_shmem_exit` callback.
 #[pg_guard]
 unsafe extern "C-unwind" fn stop_keeper(_code: i32, _argument: pg_sys::Datum) {
     let pid = published_lease::keeper().pid;

@@ -51,6 +51,10 @@ pub extern "C-unwind" fn randflake_lease_keeper_main(_argument: pg_sys::Datum) {
 
 /// Frees the keeper's place. Its last reported state stays, so that the launcher can tell a
 /// keeper that ran from one that never got going.
+///
+/// # Safety
+///
+/// Only PostgreSQL calls this, as an `on_shmem_exit` callback.
 #[pg_guard]
 unsafe extern "C-unwind" fn give_up_keeper_place(_code: i32, pid: pg_sys::Datum) {
     published_lease::release_keeper(pid.value() as i32);

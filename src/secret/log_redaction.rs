@@ -27,6 +27,9 @@ pub fn install() {
     }
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as `emit_log_hook`, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn redact_secret(edata: *mut pg_sys::ErrorData) {
     // SAFETY: PostgreSQL passes the message being reported; the strings it points to are
@@ -49,7 +52,13 @@ unsafe extern "C-unwind" fn redact_secret(edata: *mut pg_sys::ErrorData) {
     }
 }
 
+/// The bytes of a C string; `None` for a null pointer.
+///
+/// # Safety
+///
+/// `text` is null or a NUL-terminated string that outlives `'a`.
 unsafe fn text_of<'a>(text: *const c_char) -> Option<&'a [u8]> {
+    // SAFETY: non-null here, and NUL-terminated, as the caller guarantees.
     (!text.is_null()).then(|| unsafe { CStr::from_ptr(text) }.to_bytes())
 }
 

@@ -30,6 +30,9 @@ pub fn reserve() {
     }
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as `shmem_request_hook`, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn request() {
     // SAFETY: PostgreSQL calls this hook once, in the postmaster, while shared memory is being
@@ -42,6 +45,9 @@ unsafe extern "C-unwind" fn request() {
     }
 }
 
+/// # Safety
+///
+/// Only PostgreSQL calls this, as `shmem_startup_hook`, with the arguments it documents for that hook.
 #[pg_guard]
 unsafe extern "C-unwind" fn attach() {
     // SAFETY: PostgreSQL calls this hook after creating shared memory, with the space requested

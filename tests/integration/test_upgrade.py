@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 import shutil
+import subprocess
 
 import pytest
 
@@ -15,9 +16,7 @@ from extension_catalog import extension_objects
 RELEASES = ["0.1.0", "0.2.0", "0.3.0"]
 # The release before leases: its keeper's database has no lease table.
 BEFORE_LEASES = "0.1.0"
-CURRENT = next(
-    line.split('"')[1] for line in (ROOT / "Cargo.toml").read_text().splitlines() if line.startswith("version = ")
-)
+CURRENT = subprocess.run([ROOT / "tools" / "version.sh"], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture(scope="module", autouse=True)
