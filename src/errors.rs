@@ -177,7 +177,6 @@ impl Error {
         }
     }
 
-
     /// Ends the current statement with this error.
     #[track_caller]
     pub fn raise(self) -> ! {

@@ -68,10 +68,7 @@ AS 'MODULE_PATHNAME', 'randflake_next_wrapper';
 #[pg_extern(stable, strict, parallel_safe)]
 fn randflake_decode(
     id: i64,
-) -> TableIterator<
-    'static,
-    (name!(timestamp, TimestampWithTimeZone), name!(node_id, i32), name!(sequence, i32)),
-> {
+) -> TableIterator<'static, (name!(timestamp, TimestampWithTimeZone), name!(node_id, i32), name!(sequence, i32))> {
     let parts = decrypted(id);
     TableIterator::once((timestamp_of(parts.timestamp), parts.node_id as i32, parts.sequence as i32))
 }

@@ -9,8 +9,8 @@ use randflake::{Generator, IdCipher, Lease, Refusal, Step, Window, BATCH, EPOCH_
 
 use crate::errors::Error;
 use crate::gucs::{self, NodeSource};
-use crate::shmem::published_lease::{self, Counter, Published};
 use crate::shmem::node_table::{self, NoNode};
+use crate::shmem::published_lease::{self, Counter, Published};
 use crate::{clock, secret};
 
 /// Created on the first call in a process, so that sessions that never generate IDs take no
@@ -153,13 +153,8 @@ impl BackendGenerator {
                     // past `count` are encrypted too, and never handed out.
                     let raw = first.to_raw();
                     let ids = cipher.encrypt_raw_batch(&std::array::from_fn(|lane| raw.wrapping_add(lane as u64)));
-                    self.ready = ReadyIds {
-                        second: first.timestamp,
-                        secret_version,
-                        ids,
-                        next: 1,
-                        len: count as usize,
-                    };
+                    self.ready =
+                        ReadyIds { second: first.timestamp, secret_version, ids, next: 1, len: count as usize };
                     return Ok(ids[0]);
                 }
                 Ok(Step::NeedNode { release }) => {

@@ -253,10 +253,6 @@ pub fn max_nodes_per_backend() -> u32 {
     MAX_NODES_PER_BACKEND.get() as u32
 }
 
-
-
-
-
 const NODE_RANGE_HINT: &str =
     "Set randflake.node_id_min <= randflake.node_id_max; to move a range, change both in postgresql.conf and restart.";
 
@@ -308,7 +304,10 @@ unsafe extern "C-unwind" fn check_database(
 ) -> bool {
     // SAFETY: `newval` is this check hook's first argument.
     unsafe { proposed(newval) }.is_some()
-        || reject("randflake.database must name a database", "Set it to the database where CREATE EXTENSION randflake_pg was run.")
+        || reject(
+            "randflake.database must name a database",
+            "Set it to the database where CREATE EXTENSION randflake_pg was run.",
+        )
 }
 
 /// A plain identifier: what the keeper can quote without guessing at case or escapes.

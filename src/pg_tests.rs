@@ -48,9 +48,8 @@ mod tests {
         assert_eq!(ids, Some(300_000));
         assert_eq!(distinct, Some(300_000));
         assert!(slots.unwrap() >= 3, "{slots:?} (second, node) pairs for 300000 IDs");
-        let widest: i32 = query_row(
-            "SELECT max(d.sequence) FROM generate_series(1, 1000), randflake_decode(randflake_next()) d",
-        );
+        let widest: i32 =
+            query_row("SELECT max(d.sequence) FROM generate_series(1, 1000), randflake_decode(randflake_next()) d");
         assert!(widest <= 131_071);
     }
 
@@ -81,14 +80,14 @@ mod tests {
                FROM randflake_decode(randflake_next()) d, randflake_status() s",
         );
         assert!(inside);
-        let leases: i64 = query_row("SELECT count(*) FROM randflake.node_leases WHERE lease_end >= extract(epoch FROM now())");
+        let leases: i64 =
+            query_row("SELECT count(*) FROM randflake.node_leases WHERE lease_end >= extract(epoch FROM now())");
         assert_eq!(leases, 1);
     }
 
     #[pg_test]
     fn the_secret_is_hidden_from_listings() {
-        let listed: i64 =
-            query_row("SELECT count(*) FROM pg_settings WHERE name = 'randflake.secret'");
+        let listed: i64 = query_row("SELECT count(*) FROM pg_settings WHERE name = 'randflake.secret'");
         assert_eq!(listed, 0);
     }
 
@@ -126,8 +125,10 @@ mod tests {
     /// The first table of the DBA guide's errors section: each row's SQLSTATE and the message
     /// beginnings in backquotes in its second column.
     fn documented_errors(guide: &str) -> Vec<(String, Vec<String>)> {
-        let section = guide.split("\n## 8. Errors and what to do\n").nth(1).expect("the DBA guide has its errors section");
-        let table = section.split("| SQLSTATE | message begins | when | what to do |\n").nth(1).expect("the error table");
+        let section =
+            guide.split("\n## 8. Errors and what to do\n").nth(1).expect("the DBA guide has its errors section");
+        let table =
+            section.split("| SQLSTATE | message begins | when | what to do |\n").nth(1).expect("the error table");
         table
             .lines()
             .skip(1)
@@ -147,7 +148,9 @@ mod tests {
         let is_placeholder = |at: usize| {
             let lone = |near: Option<&char>| !near.is_some_and(|c| c.is_alphanumeric());
             chars[at] == '…'
-                || ("NSTAB".contains(chars[at]) && lone(at.checked_sub(1).and_then(|before| chars.get(before))) && lone(chars.get(at + 1)))
+                || ("NSTAB".contains(chars[at])
+                    && lone(at.checked_sub(1).and_then(|before| chars.get(before)))
+                    && lone(chars.get(at + 1)))
         };
         let mut pieces = vec![String::new()];
         for (at, &c) in chars.iter().enumerate() {
@@ -179,4 +182,3 @@ mod tests {
         true
     }
 }
-

@@ -38,10 +38,9 @@ impl fmt::Display for ParseIdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Empty => f.write_str("the string is empty"),
-            Self::TooLong { length } => write!(
-                f,
-                "the string has {length} characters, more than the {MAX_STRING_LEN} an ID can need"
-            ),
+            Self::TooLong { length } => {
+                write!(f, "the string has {length} characters, more than the {MAX_STRING_LEN} an ID can need")
+            }
             Self::LeadingZero => f.write_str("the string has a leading zero"),
             Self::InvalidCharacter { character, position } => {
                 if character.is_ascii_uppercase() {
@@ -143,10 +142,7 @@ pub fn decode(text: &str) -> Result<i64, ParseIdError> {
             .ok()
             .and_then(digit_value)
             .ok_or(ParseIdError::InvalidCharacter { character, position })?;
-        value = value
-            .checked_mul(32)
-            .map(|shifted| shifted | digit)
-            .ok_or(ParseIdError::Overflow)?;
+        value = value.checked_mul(32).map(|shifted| shifted | digit).ok_or(ParseIdError::Overflow)?;
     }
     if text.starts_with('0') && length > 1 {
         return Err(ParseIdError::LeadingZero);

@@ -33,11 +33,7 @@ pub struct InvalidWindow {
 
 impl fmt::Display for InvalidWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "window {}..={} is empty or outside {EPOCH_SECOND}..={MAX_SECOND}",
-            self.first, self.last
-        )
+        write!(f, "window {}..={} is empty or outside {EPOCH_SECOND}..={MAX_SECOND}", self.first, self.last)
     }
 }
 
@@ -138,19 +134,15 @@ pub enum Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::BeforeWindow { now, first } => write!(
-                f,
-                "the clock reads {now}, {} s before the first usable second {first}",
-                first - now
-            ),
+            Self::BeforeWindow { now, first } => {
+                write!(f, "the clock reads {now}, {} s before the first usable second {first}", first - now)
+            }
             Self::AfterWindow { now, last } => {
                 write!(f, "the clock reads {now}, past the last usable second {last}")
             }
-            Self::ClockBehind { now, used } => write!(
-                f,
-                "the clock reads {now}, {} s behind second {used} which already has IDs",
-                used - now
-            ),
+            Self::ClockBehind { now, used } => {
+                write!(f, "the clock reads {now}, {} s behind second {used} which already has IDs", used - now)
+            }
         }
     }
 }
@@ -200,13 +192,7 @@ const SPENT: u32 = MAX_SEQUENCE + 1;
 impl Generator {
     /// A generator that issues only within `window` and holds no node yet.
     pub fn new(window: Window) -> Self {
-        Self {
-            window,
-            held: None,
-            clock_floor: window.first,
-            budget_second: 0,
-            nodes_in_second: 0,
-        }
+        Self { window, held: None, clock_floor: window.first, budget_second: 0, nodes_in_second: 0 }
     }
 
     /// Moves the window's last second to `last`, as when a lease is renewed. The first second
@@ -374,7 +360,10 @@ mod tests {
         }
         assert_eq!(generator.next(T, budget, 1), Ok(Step::WaitUntil { second: T + 1 }));
         assert_eq!(generator.held_node(), Some(21));
-        assert_eq!(issued(generator.next(T + 1, budget, 1).unwrap()), Parts { timestamp: T + 1, node_id: 21, sequence: 0 });
+        assert_eq!(
+            issued(generator.next(T + 1, budget, 1).unwrap()),
+            Parts { timestamp: T + 1, node_id: 21, sequence: 0 }
+        );
     }
 
     #[test]
@@ -469,7 +458,8 @@ mod tests {
         };
         let nodes = 6u32;
         let mut pool = Pool { used_through: (0..nodes).map(|n| (n, T)).collect(), free: (0..nodes).collect() };
-        let mut generators: Vec<Generator> = (0..3).map(|_| Generator::new(Window::new(T + 1, MAX_SECOND).unwrap())).collect();
+        let mut generators: Vec<Generator> =
+            (0..3).map(|_| Generator::new(Window::new(T + 1, MAX_SECOND).unwrap())).collect();
         let mut seen = HashSet::new();
         let mut clock = T;
         let (mut issued_count, mut refusals) = (0u64, 0u64);
@@ -481,7 +471,8 @@ mod tests {
             }
             let which = random(generators.len() as u64) as usize;
             if random(5000) == 0 {
-                let old = std::mem::replace(&mut generators[which], Generator::new(Window::new(T + 1, MAX_SECOND).unwrap()));
+                let old =
+                    std::mem::replace(&mut generators[which], Generator::new(Window::new(T + 1, MAX_SECOND).unwrap()));
                 pool.free.extend(old.held_node());
             }
             let generator = &mut generators[which];

@@ -45,10 +45,9 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::TimestampOutOfRange(second) => write!(
-                f,
-                "timestamp {second} is outside the Randflake range {EPOCH_SECOND}..={MAX_SECOND}"
-            ),
+            Self::TimestampOutOfRange(second) => {
+                write!(f, "timestamp {second} is outside the Randflake range {EPOCH_SECOND}..={MAX_SECOND}")
+            }
             Self::NodeOutOfRange(node) => write!(f, "node id {node} is outside 0..={MAX_NODE}"),
             Self::SequenceOutOfRange(sequence) => {
                 write!(f, "sequence {sequence} is outside 0..={MAX_SEQUENCE}")
@@ -119,14 +118,8 @@ mod tests {
     fn fields_are_checked_at_their_edges() {
         assert!(Parts::new(EPOCH_SECOND, 0, 0).is_ok());
         assert!(Parts::new(MAX_SECOND, MAX_NODE, MAX_SEQUENCE).is_ok());
-        assert_eq!(
-            Parts::new(EPOCH_SECOND - 1, 0, 0),
-            Err(LayoutError::TimestampOutOfRange(EPOCH_SECOND - 1))
-        );
-        assert_eq!(
-            Parts::new(MAX_SECOND + 1, 0, 0),
-            Err(LayoutError::TimestampOutOfRange(MAX_SECOND + 1))
-        );
+        assert_eq!(Parts::new(EPOCH_SECOND - 1, 0, 0), Err(LayoutError::TimestampOutOfRange(EPOCH_SECOND - 1)));
+        assert_eq!(Parts::new(MAX_SECOND + 1, 0, 0), Err(LayoutError::TimestampOutOfRange(MAX_SECOND + 1)));
         assert_eq!(Parts::new(EPOCH_SECOND, MAX_NODE + 1, 0), Err(LayoutError::NodeOutOfRange(MAX_NODE + 1)));
         assert_eq!(
             Parts::new(EPOCH_SECOND, 0, MAX_SEQUENCE + 1),

@@ -52,23 +52,17 @@ pub enum SecretError {
 impl fmt::Display for SecretError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::WrongLength { length } => write!(
-                f,
-                "the secret has {length} characters; it must be exactly {SECRET_HEX_LEN} hexadecimal digits"
-            ),
-            Self::NotHex { position } => write!(
-                f,
-                "the secret has a non-hexadecimal character at position {position}"
-            ),
+            Self::WrongLength { length } => {
+                write!(f, "the secret has {length} characters; it must be exactly {SECRET_HEX_LEN} hexadecimal digits")
+            }
+            Self::NotHex { position } => write!(f, "the secret has a non-hexadecimal character at position {position}"),
             Self::Unreadable { reason } => write!(f, "the key file cannot be read: {reason}"),
-            Self::FileTooLarge { bytes } => write!(
-                f,
-                "the key file has {bytes} bytes, far more than a {SECRET_HEX_LEN}-digit key"
-            ),
-            Self::FileTooOpen { mode } => write!(
-                f,
-                "the key file has permissions {mode:04o}; it must not be accessible to group or others"
-            ),
+            Self::FileTooLarge { bytes } => {
+                write!(f, "the key file has {bytes} bytes, far more than a {SECRET_HEX_LEN}-digit key")
+            }
+            Self::FileTooOpen { mode } => {
+                write!(f, "the key file has permissions {mode:04o}; it must not be accessible to group or others")
+            }
         }
     }
 }
@@ -122,9 +116,7 @@ impl Secret {
             return Err(SecretError::FileTooLarge { bytes: metadata.len() });
         }
         let mut content = Vec::with_capacity(64);
-        file.take(KEY_FILE_MAX_BYTES + 1)
-            .read_to_end(&mut content)
-            .map_err(unreadable)?;
+        file.take(KEY_FILE_MAX_BYTES + 1).read_to_end(&mut content).map_err(unreadable)?;
         let parsed = match std::str::from_utf8(&content) {
             Ok(text) => Self::from_hex(text.trim()),
             Err(error) => Err(SecretError::NotHex { position: error.valid_up_to() }),

@@ -7,8 +7,8 @@
 
 use core::fmt;
 
-use crate::words::Word;
 use crate::secret::wipe;
+use crate::words::Word;
 
 const STEPS: usize = 8;
 const ROUNDS_PER_STEP: usize = 3;

@@ -51,12 +51,9 @@ fn all_randflake_vectors() {
     assert_eq!(cases.len(), 18, "the published set has 18 vectors");
     for case in cases {
         let cipher = IdCipher::new(&Secret::from_hex(text(case, "secret")).unwrap());
-        let parts = Parts::new(
-            number(case, "timestamp"),
-            number(case, "node_id") as u32,
-            number(case, "sequence") as u32,
-        )
-        .unwrap();
+        let parts =
+            Parts::new(number(case, "timestamp"), number(case, "node_id") as u32, number(case, "sequence") as u32)
+                .unwrap();
         let raw: u64 = text(case, "raw_id").parse().unwrap();
         let id: i64 = text(case, "encrypted_id").parse().unwrap();
         let encoded = text(case, "encoded_id");
@@ -83,7 +80,8 @@ fn every_batch_kernel_reproduces_every_vector_in_every_lane() {
             let raw: u64 = text(case, "raw_id").parse().unwrap();
             let id: i64 = text(case, "encrypted_id").parse().unwrap();
             for lane in 0..BATCH {
-                let raws: [u64; BATCH] = std::array::from_fn(|other| raw.wrapping_add(other as u64).wrapping_sub(lane as u64));
+                let raws: [u64; BATCH] =
+                    std::array::from_fn(|other| raw.wrapping_add(other as u64).wrapping_sub(lane as u64));
                 let ids = cipher.encrypt_raw_batch(&raws);
                 assert_eq!(ids[lane], id, "kernel {kernel:?}, lane {lane}: {case}");
                 for (other, (&other_raw, &other_id)) in raws.iter().zip(&ids).enumerate() {

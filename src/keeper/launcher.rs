@@ -33,7 +33,8 @@ pub extern "C-unwind" fn randflake_keeper_launcher_main(_argument: pg_sys::Datum
     unsafe { pg_sys::before_shmem_exit(Some(stop_keeper), pg_sys::Datum::from(0)) };
     // No database: the launcher reads only pg_database, a shared catalog.
     BackgroundWorker::connect_worker_to_spi(None, None);
-    let mut launcher = Launcher { keeper: None, started_at: Instant::now(), next_start: Instant::now(), last_warning: None };
+    let mut launcher =
+        Launcher { keeper: None, started_at: Instant::now(), next_start: Instant::now(), last_warning: None };
     loop {
         launcher.tick();
         bounds::idle(TICK);

@@ -18,9 +18,9 @@ use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
 use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
-use super::{bounds, holder};
 use super::vetting::{self, Verdict};
 use super::TICK;
+use super::{bounds, holder};
 use crate::clock;
 use crate::gucs::{self, NodeSource};
 use crate::shmem::published_lease::{self, KeeperState};
@@ -136,7 +136,12 @@ impl Keeper {
                 published_lease::publish(&lease, false, now);
                 log!(
                     "randflake_pg lease keeper: leased nodes {}..{} for seconds {}..{} as {} in {}",
-                    lease.first_node, lease.last_node, lease.start, lease.end, self.holder, self.table
+                    lease.first_node,
+                    lease.last_node,
+                    lease.start,
+                    lease.end,
+                    self.holder,
+                    self.table
                 );
                 (KeeperState::Holding, None)
             }
@@ -147,7 +152,10 @@ impl Keeper {
             ),
             Err(failure) => {
                 let action = if published.is_some() { "check or renew" } else { "take" };
-                (KeeperState::Failing, Some((format!("could not {action} the lease in {}: {failure}", self.table), failure)))
+                (
+                    KeeperState::Failing,
+                    Some((format!("could not {action} the lease in {}: {failure}", self.table), failure)),
+                )
             }
         };
         match cause {
@@ -182,7 +190,9 @@ impl Keeper {
                     },
                 },
                 Stored::Gone => self.withdraw(&lease, "is gone from", ""),
-                Stored::CutShort => self.withdraw(&lease, "was cut short in", " (its end or high-water mark moved back)"),
+                Stored::CutShort => {
+                    self.withdraw(&lease, "was cut short in", " (its end or high-water mark moved back)")
+                }
             }
         }
         match self.take_lease(now, terms) {

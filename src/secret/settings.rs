@@ -75,8 +75,7 @@ pub unsafe extern "C-unwind" fn check_secret(
     }
 }
 
-const SECRET_FORMAT_HINT: &str =
-    "The secret is exactly 32 hexadecimal digits, for example from: openssl rand -hex 16";
+const SECRET_FORMAT_HINT: &str = "The secret is exactly 32 hexadecimal digits, for example from: openssl rand -hex 16";
 
 /// # Safety
 ///

@@ -98,11 +98,7 @@ pub fn acquire(first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
         if u64::from(slot.used_through.load(Ordering::Relaxed)) >= now {
             continue;
         }
-        if slot
-            .holder
-            .compare_exchange(NO_HOLDER, pid, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        if slot.holder.compare_exchange(NO_HOLDER, pid, Ordering::Acquire, Ordering::Relaxed).is_err() {
             continue;
         }
         // Read again now that the node is ours: the previous holder may have used it since.

@@ -38,9 +38,8 @@ fuzz_target!(|steps: Vec<(u8, u8, u8)>| {
                 if release.is_some() {
                     held = None;
                 }
-                let free = (0..NODES).find(|node| {
-                    Some(*node) != held && used_through.get(node).copied().unwrap_or(0) < now
-                });
+                let free =
+                    (0..NODES).find(|node| Some(*node) != held && used_through.get(node).copied().unwrap_or(0) < now);
                 if let Some(node) = free {
                     generator.adopt(node, used_through.get(&node).copied().unwrap_or(0));
                     held = Some(node);
