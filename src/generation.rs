@@ -92,8 +92,8 @@ pub fn reserved_id() -> Option<i64> {
     BACKEND.with(|slot| slot.as_mut()?.ready.take(clock::unix_second(), secret::version()))
 }
 
-/// Returns the next ID of this backend, reserving and encrypting more when none is left.
-#[inline]
+/// Reserves and encrypts the next run of IDs and returns the first: what a call does when
+/// [`reserved_id`] has none, starting this backend's generator on its first call.
 pub fn next_id() -> i64 {
     BACKEND
         .with(|slot| {
@@ -101,14 +101,10 @@ pub fn next_id() -> i64 {
                 Some(backend) => backend,
                 None => slot.insert(BackendGenerator::start()?),
             };
-            let now = clock::unix_second();
             let secret_version = secret::version();
-            match backend.ready.take(now, secret_version) {
-                Some(id) => Ok(id),
-                // The secret is checked before a node is taken, so a misconfigured server
-                // consumes none.
-                None => secret::with_cipher(|cipher| backend.refill(cipher, secret_version))?,
-            }
+            // The secret is checked before a node is taken, so a misconfigured server consumes
+            // none.
+            secret::with_cipher(|cipher| backend.refill(cipher, secret_version))?
         })
         .unwrap_or_else(|error| error.raise())
 }
@@ -127,10 +123,6 @@ impl BackendGenerator {
     }
 
     /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest.
-    /// Out of line: it runs once per [`BATCH`] IDs, and inlined it would give every call of
-    /// [`next_id`] its large stack frame to set up.
-    #[cold]
-    #[inline(never)]
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64) -> Result<i64, Error> {
         loop {
             let server_floor = node_table::latest_used();

@@ -19,8 +19,7 @@ use pgrx::spi::{quote_qualified_identifier, SpiError};
 use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
 use super::vetting::{self, Verdict};
-use super::TICK;
-use super::{bounds, holder};
+use super::{bounds, holder, TICK};
 use crate::clock;
 use crate::gucs::{self, NodeSource};
 use crate::shmem::published_lease::{self, KeeperState};
