@@ -30,6 +30,10 @@ fi
 packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)
 # Debian packages PostgreSQL 15 (with postgres_fdw, in postgresql-15) and the postgres user.
 [ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15 postgresql-server-dev-15)
+# PostgreSQL 16's build (tools/postgres-major.sh) links these Debian 12 libraries, and patchelf
+# points its own libraries at its bundled libpq.
+[ "$PG_MAJOR" = 16 ] &&
+    packages+=(patchelf libssl3 libgssapi-krb5-2 liblz4-1 libzstd1 libxml2 libreadline8 zlib1g)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

