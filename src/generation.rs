@@ -75,9 +75,12 @@ struct ReadyIds {
 impl ReadyIds {
     const NONE: Self = Self { second: 0, secret_version: 0, ids: [0; BATCH], next: 0, len: 0 };
 
+    /// The next reserved ID, if the clock (`now`) still reads its second, no process of the
+    /// server has used a later second (`server_floor`), and the secret is unchanged.
     #[inline]
-    fn take(&mut self, now: u64, secret_version: u64) -> Option<i64> {
-        let usable = self.next < self.len && self.second == now && self.secret_version == secret_version;
+    fn take(&mut self, server_floor: u64, now: u64, secret_version: u64) -> Option<i64> {
+        let usable =
+            self.next < self.len && self.second == now && server_floor <= now && self.secret_version == secret_version;
         usable.then(|| {
             self.next += 1;
             self.ids[self.next - 1]
@@ -85,11 +88,16 @@ impl ReadyIds {
     }
 }
 
-/// An ID reserved earlier, while the clock still reads its second and the secret is unchanged.
-/// Reads and compares, and cannot fail: the caller falls back to [`next_id`] on `None`.
+/// An ID reserved earlier, while the clock still reads its second, no later second has been
+/// used by any process of the server (a clock stepped back is refused here as on a refill), and
+/// the secret is unchanged. Reads and compares, and cannot fail: the caller falls back to
+/// [`next_id`] on `None`.
 #[inline]
 pub fn reserved_id() -> Option<i64> {
-    BACKEND.with(|slot| slot.as_mut()?.ready.take(clock::unix_second(), secret::version()))
+    // The floor is read before the clock, as the refill does: a second recorded since was read
+    // from a clock later than this reading, unless the clock was stepped back.
+    let server_floor = node_table::latest_used();
+    BACKEND.with(|slot| slot.as_mut()?.ready.take(server_floor, clock::unix_second(), secret::version()))
 }
 
 /// Reserves and encrypts the next run of IDs and returns the first: what a call does when

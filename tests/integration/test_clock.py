@@ -31,7 +31,7 @@ import time
 import psycopg
 import pytest
 
-from conftest import Cluster, decoded_ids, status, wait_for
+from conftest import Cluster, decoded_ids, sql_error, status, wait_for
 from fake_clock import LIBFAKETIME, FakeClock, build_preload, start_under_fake_clock
 
 BEHIND = re.compile(r"the system clock is (\d+) s behind second (\d+), which this server has already used for IDs")
@@ -351,3 +351,27 @@ def test_waiting_for_a_first_lease_is_timed_by_the_monotonic_clock(make_cluster,
     assert outcome, "the call still waits after 30 s: its deadline followed the wall clock back"
     sqlstate, waited = outcome[0]
     assert sqlstate == "55000" and waited < 15, outcome
+
+
+def test_ids_reserved_for_a_second_are_refused_once_a_later_one_was_used(faked_server):
+    """Session A reserves IDs for second S; session B issues in S+1; the clock steps back to S.
+    A's reserved IDs are dated behind the latest second the server used, so A is refused like
+    any other session ("1 s behind second S+1"), instead of handing them out."""
+    cluster, clock, _ = faked_server(0, "id bigint PRIMARY KEY")
+    with cluster.connect() as a, cluster.connect() as b:
+        time.sleep(1.1 - time.time() % 1.0)
+        a_id = a.execute("SELECT randflake_next()").fetchone()[0]
+        reserved_for = int(clock.now())
+        time.sleep(1.1 - time.time() % 1.0)
+        b_id = b.execute("SELECT randflake_next()").fetchone()[0]
+        clock.set(clock.offset - 1)
+        assert int(clock.now()) == reserved_for, "the step took too long to land in second S"
+        error = sql_error(a, "SELECT randflake_next()")
+        assert error.sqlstate == "55000", error
+        behind = BEHIND.fullmatch(error.diag.message_primary)
+        assert behind and behind.groups() == ("1", str(reserved_for + 1)), error.diag.message_primary
+        seconds = {row[0] for row in a.execute(
+            "SELECT extract(epoch FROM d.timestamp)::bigint FROM unnest(%s::bigint[]) AS i, randflake_decode(i) AS d",
+            ([a_id, b_id],),
+        )}
+        assert seconds == {reserved_for, reserved_for + 1}
