@@ -47,6 +47,10 @@ pub enum Error {
     NoFreeNode { first: u32, last: u32 },
     /// Text that is not the canonical string form of an ID.
     InvalidIdString { input: String, reason: ParseIdError },
+    /// A statement tried to give `randflake.secret` a value through SQL. `ends_session` when the
+    /// value came from inside a function, a DO block or a run-time call, where a caller could
+    /// catch an ERROR and have the statement's text recorded as run.
+    SecretThroughSql { ends_session: bool },
 }
 
 impl Error {
@@ -67,6 +71,7 @@ impl Error {
             Self::ClockPastLastSecond { .. } => ERRCODE_DATETIME_FIELD_OVERFLOW,
             Self::NoFreeNode { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             Self::InvalidIdString { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
+            Self::SecretThroughSql { .. } => ERRCODE_CANT_CHANGE_RUNTIME_PARAM,
         }
     }
 
@@ -113,6 +118,12 @@ impl Error {
             ),
             Self::InvalidIdString { input, reason } => {
                 format!("invalid Randflake ID string \"{}\": {reason}", quoted_excerpt(input))
+            }
+            Self::SecretThroughSql { ends_session: false } => {
+                "randflake.secret cannot be given a value through SQL".into()
+            }
+            Self::SecretThroughSql { ends_session: true } => {
+                "randflake.secret cannot be given a value through SQL; the session ends, so that no caller can catch this error".into()
             }
         }
     }
@@ -174,16 +185,26 @@ impl Error {
             Self::InvalidIdString { .. } => {
                 "A Randflake ID string is 1 to 13 lower-case base32hex digits (0-9, a-v), without padding or leading zeros.".into()
             }
+            Self::SecretThroughSql { .. } => {
+                "Write the secret into the file named by randflake.secret_file, readable only by the server's user (or into postgresql.conf, by hand), then reload. The text of SQL statements is kept where monitoring roles can read it: pg_stat_activity, pg_stat_statements and the server log.".into()
+            }
         }
     }
 
-    /// Ends the current statement with this error.
+    /// FATAL for the errors that must end the session, ERROR for the rest.
+    fn level(&self) -> PgLogLevel {
+        match self {
+            Self::SecretThroughSql { ends_session: true } => PgLogLevel::FATAL,
+            _ => PgLogLevel::ERROR,
+        }
+    }
+
+    /// Ends the current statement (or, for a FATAL one, the session) with this error.
     #[track_caller]
     pub fn raise(self) -> ! {
-        ErrorReport::new(self.sqlstate(), self.message(), "randflake_pg")
-            .set_hint(self.hint())
-            .report(PgLogLevel::ERROR);
-        unreachable!("ERROR does not return")
+        let level = self.level();
+        ErrorReport::new(self.sqlstate(), self.message(), "randflake_pg").set_hint(self.hint()).report(level);
+        unreachable!("ERROR and FATAL do not return")
     }
 }
 
@@ -216,7 +237,7 @@ pub mod catalog {
     use super::*;
 
     /// How many kinds of [`Error`] there are; [`kind`] numbers them below this.
-    pub const KINDS: usize = 14;
+    pub const KINDS: usize = 16;
 
     /// A number for each kind of error. A new variant fails to compile here until it is given
     /// one, and then the table test until [`one_of_each`] has an example of it.
@@ -236,6 +257,8 @@ pub mod catalog {
             Error::ClockPastLastSecond { .. } => 11,
             Error::NoFreeNode { .. } => 12,
             Error::InvalidIdString { .. } => 13,
+            Error::SecretThroughSql { ends_session: false } => 14,
+            Error::SecretThroughSql { ends_session: true } => 15,
         }
     }
 
@@ -257,6 +280,8 @@ pub mod catalog {
             Error::ClockPastLastSecond { now: MAX_SECOND + 1 },
             Error::NoFreeNode { first: 0, last: 127 },
             Error::InvalidIdString { input: "00".into(), reason: ParseIdError::LeadingZero },
+            Error::SecretThroughSql { ends_session: false },
+            Error::SecretThroughSql { ends_session: true },
         ]
     }
 

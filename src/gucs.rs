@@ -66,9 +66,12 @@ pub fn define() {
         GucRegistry::define_string_guc_with_hooks(
             c"randflake.secret",
             c"Randflake secret: 32 hexadecimal digits (128 bits) keying the ID permutation.",
-            c"Prefer randflake.secret_file, which keeps the key out of postgresql.conf. Setting both is an error. Use one secret for the whole fleet and never change it: IDs made under different secrets can collide. Only superusers can see it.",
+            c"Prefer randflake.secret_file, which keeps the key out of postgresql.conf. Setting both is an error. Use one secret for the whole fleet and never change it: IDs made under different secrets can collide. Set it only in postgresql.conf: SQL that gives it a value (ALTER SYSTEM, SET, set_config) is refused, since statement text reaches pg_stat_activity, pg_stat_statements and the log. SHOW says only whether it is set.",
             &SECRET,
-            GucContext::Sighup,
+            // Superuser rather than sighup: a value given at run time (set_config) then reaches
+            // the check hook, which refuses it, instead of being turned away before any hook
+            // sees it. The configuration files and reloads apply it exactly as for sighup.
+            GucContext::Suset,
             GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
             Some(check_secret),
             Some(assign_secret),

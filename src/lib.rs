@@ -15,6 +15,7 @@ mod functions;
 mod generation;
 mod gucs;
 mod keeper;
+mod pg;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod secret;
@@ -57,7 +58,12 @@ pgrx::extension_sql_file!(
         functions::randflake_timestamp,
         functions::randflake_node_id,
         functions::randflake_sequence
-    ],
+    ]
+);
+pgrx::extension_sql_file!(
+    "../sql/randflake_pg--0.4.0--0.5.0.sql",
+    name = "upgrade_to_0_5_0",
+    requires = ["upgrade_to_0_4_0"],
     finalize
 );
 
@@ -77,6 +83,7 @@ pub extern "C-unwind" fn _PG_init() {
         randflake::Kernel::best().name()
     );
     secret::log_redaction::install();
+    secret::sql_routes::install();
     shmem::reserve();
     keeper::register();
 }

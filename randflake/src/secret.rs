@@ -129,7 +129,61 @@ impl Secret {
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
+
+    /// `text` with every run of hexadecimal digits that holds [`REDACTED_PIECE_DIGITS`] or more
+    /// consecutive digits of this secret's hex form, in either case, replaced by `replacement`;
+    /// `None` when the text has none. For text that others read, such as a server log: the
+    /// secret, or a piece of it that narrows a search for it, is taken out wherever it appears.
+    ///
+    /// ```
+    /// use randflake::Secret;
+    ///
+    /// let secret = Secret::from_hex("dffd6021bb2bd5b0af676290809ec3a5").unwrap();
+    /// let logged = b"statement: SELECT f('DFFD6021BB2BD5B0AF676290809EC3A5'), 'bb2bd5b0af'";
+    /// assert_eq!(
+    ///     secret.redact(logged, b"<hidden>").unwrap(),
+    ///     b"statement: SELECT f('<hidden>'), '<hidden>'",
+    /// );
+    /// assert_eq!(secret.redact(b"id 4594531474933654033", b"<hidden>"), None);
+    /// ```
+    pub fn redact(&self, text: &[u8], replacement: &[u8]) -> Option<Vec<u8>> {
+        // Each piece of the secret as the 32-bit number its eight digits spell, so that a long
+        // text costs one shift and a few comparisons per digit.
+        let nibble = |at: usize| u32::from(self.0[at / 2] >> (4 * (1 - at % 2)) & 0xf);
+        let mut pieces: [u32; SECRET_HEX_LEN - REDACTED_PIECE_DIGITS + 1] = core::array::from_fn(|start| {
+            (start..start + REDACTED_PIECE_DIGITS).fold(0, |value, at| value << 4 | nibble(at))
+        });
+        let holds_piece = |run: &[u8]| {
+            let mut value = 0u32;
+            run.iter().enumerate().any(|(at, &digit)| {
+                value = value << 4 | u32::from(hex_value(digit).unwrap_or(0));
+                at + 1 >= REDACTED_PIECE_DIGITS && pieces.contains(&value)
+            })
+        };
+        let mut redacted: Option<Vec<u8>> = None;
+        let (mut copied, mut at) = (0, 0);
+        while at < text.len() {
+            let run = text[at..].iter().take_while(|byte| byte.is_ascii_hexdigit()).count();
+            if run >= REDACTED_PIECE_DIGITS && holds_piece(&text[at..at + run]) {
+                let out = redacted.get_or_insert_with(|| Vec::with_capacity(text.len()));
+                out.extend_from_slice(&text[copied..at]);
+                out.extend_from_slice(replacement);
+                copied = at + run;
+            }
+            at += run.max(1);
+        }
+        wipe(&mut pieces);
+        redacted.map(|mut out| {
+            out.extend_from_slice(&text[copied..]);
+            out
+        })
+    }
 }
+
+/// How many consecutive hex digits of the secret [`Secret::redact`] takes to be a piece of it:
+/// 32 bits, which text not derived from the secret matches by chance about once in a hundred
+/// million runs.
+pub const REDACTED_PIECE_DIGITS: usize = 8;
 
 fn hex_value(byte: u8) -> Option<u8> {
     match byte {
@@ -262,5 +316,19 @@ mod tests {
         assert!(!error.to_string().contains("not a key"));
         let big = TempKeyFile::new(&"0".repeat(5000), 0o600);
         assert_eq!(Secret::from_key_file(&big.0), Err(SecretError::FileTooLarge { bytes: 5000 }));
+    }
+
+    #[test]
+    fn redaction_takes_out_every_piece_of_eight_digits_and_nothing_else() {
+        let secret = Secret::from_hex(KEY).unwrap();
+        let hidden = |text: &str| secret.redact(text.as_bytes(), b"#").map(|text| String::from_utf8(text).unwrap());
+        assert_eq!(hidden("key 00112233445566778899AABBCCDDEEFF."), Some("key #.".into()));
+        assert_eq!(hidden("near token \"66778899aabb\""), Some("near token \"#\"".into()));
+        // Two halves, and a piece inside a longer run of other digits.
+        assert_eq!(hidden("0011223344556677 || 8899aabbccddeeff"), Some("# || #".into()));
+        assert_eq!(hidden("ffff2233445566ffff"), Some("#".into()));
+        // Seven digits of it, or eight that are not consecutive in it, are not a piece.
+        assert_eq!(hidden("0011223 and 00112244"), None);
+        assert_eq!(hidden(""), None);
     }
 }

@@ -18,9 +18,15 @@ pub enum SecretSource {
     File,
 }
 
+/// A configured secret: its cipher, and the secret itself, kept only to take it out of log lines.
+struct Keyed {
+    cipher: IdCipher,
+    secret: Secret,
+}
+
 struct Ciphers {
-    from_setting: Option<IdCipher>,
-    from_file: Option<IdCipher>,
+    from_setting: Option<Keyed>,
+    from_file: Option<Keyed>,
 }
 
 thread_local! {
@@ -33,10 +39,10 @@ static VERSION: AtomicU64 = AtomicU64::new(0);
 
 /// Records the secret one source now provides (`None`: the source is unset).
 pub fn install(source: SecretSource, secret: Option<Secret>) {
-    let cipher = secret.as_ref().map(IdCipher::new);
+    let keyed = secret.map(|secret| Keyed { cipher: IdCipher::new(&secret), secret });
     CIPHERS.with_borrow_mut(|ciphers| match source {
-        SecretSource::Setting => ciphers.from_setting = cipher,
-        SecretSource::File => ciphers.from_file = cipher,
+        SecretSource::Setting => ciphers.from_setting = keyed,
+        SecretSource::File => ciphers.from_file = keyed,
     });
     VERSION.fetch_add(1, Ordering::Relaxed);
 }
@@ -60,8 +66,26 @@ pub fn version() -> u64 {
 #[inline]
 pub fn with_cipher<R>(f: impl FnOnce(&IdCipher) -> R) -> Result<R, Error> {
     CIPHERS.with_borrow(|ciphers| match (&ciphers.from_setting, &ciphers.from_file) {
-        (Some(cipher), None) | (None, Some(cipher)) => Ok(f(cipher)),
+        (Some(keyed), None) | (None, Some(keyed)) => Ok(f(&keyed.cipher)),
         (None, None) => Err(Error::NoSecret),
         (Some(_), Some(_)) => Err(Error::TwoSecrets),
     })
+}
+
+/// `text` with every piece of a configured secret replaced by `replacement` (see
+/// [`Secret::redact`]); `None` when it holds none, and once the process has dropped its
+/// secrets on the way out (the log hook still runs then, for the exit's own messages).
+pub fn redact(text: &[u8], replacement: &[u8]) -> Option<Vec<u8>> {
+    CIPHERS
+        .try_with(|ciphers| {
+            let ciphers = ciphers.try_borrow().ok()?;
+            let mut redacted = None;
+            for keyed in [&ciphers.from_setting, &ciphers.from_file].into_iter().flatten() {
+                let current = redacted.as_deref().unwrap_or(text);
+                redacted = keyed.secret.redact(current, replacement).or(redacted);
+            }
+            redacted
+        })
+        .ok()
+        .flatten()
 }

@@ -1,6 +1,6 @@
 //! The hooks of the two secret settings, `randflake.secret` and `randflake.secret_file`
 //! (defined with every other setting in `gucs`): they parse and check a proposed secret, hand it
-//! to the cipher slots, and keep its value out of SHOW.
+//! to the cipher slots, keep its value out of SHOW, and refuse a secret given through SQL.
 
 use std::ffi::{c_char, c_void};
 use std::path::Path;
@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 use randflake::Secret;
 
 use super::ciphers::{self, SecretSource};
+use super::sql_routes;
 use crate::check_hooks::{proposed, reject};
 
 /// Hands a parsed secret from a check hook to its assign hook through PostgreSQL's "extra"
@@ -61,8 +62,14 @@ unsafe fn secret_from_extra(extra: *mut c_void) -> Option<Secret> {
 pub unsafe extern "C-unwind" fn check_secret(
     newval: *mut *mut c_char,
     extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
+    source: pg_sys::GucSource::Type,
 ) -> bool {
+    // The utility hook refuses the statements whose parse tree gives the secret a value; what
+    // reaches this point from a session was given at run time (set_config(), a connection
+    // option), maybe by a function that would catch an ERROR: the session ends.
+    if !is_configuration_file_or_server(source) {
+        sql_routes::refuse(true);
+    }
     // SAFETY: `newval` is this check hook's first argument.
     let Some(value) = (unsafe { proposed(newval) }) else { return true };
     let Ok(text) = value.to_str() else {
@@ -73,6 +80,15 @@ pub unsafe extern "C-unwind" fn check_secret(
         Ok(secret) => unsafe { store_extra(extra, &secret) },
         Err(error) => reject(&format!("invalid value for randflake.secret: {error}"), SECRET_FORMAT_HINT),
     }
+}
+
+/// Whether a value comes from where the secret may be set: the configuration files
+/// (`ALTER SYSTEM` too is checked as a file, after the utility hook has refused it), the server's
+/// command line or environment, the defaults, or the server itself. Everything else is SQL or a
+/// connection option: per database or role, per session, per function.
+fn is_configuration_file_or_server(source: pg_sys::GucSource::Type) -> bool {
+    use pg_sys::GucSource::*;
+    matches!(source, PGC_S_DEFAULT | PGC_S_DYNAMIC_DEFAULT | PGC_S_ENV_VAR | PGC_S_FILE | PGC_S_ARGV | PGC_S_OVERRIDE)
 }
 
 const SECRET_FORMAT_HINT: &str = "The secret is exactly 32 hexadecimal digits, for example from: openssl rand -hex 16";

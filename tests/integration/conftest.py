@@ -20,6 +20,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "scratch-cluster.sh"
 _ports = itertools.count(int(os.environ.get("RANDFLAKE_TEST_PORT_BASE", "55500")))
+# Where clusters' data directories go: one prefix per concurrent run of the suites.
+_DIR_PREFIX = os.environ.get("RANDFLAKE_TEST_DIR_PREFIX", "/tmp/randflake_pg-it-")
 
 
 def _owner_ids() -> tuple[int, int]:
@@ -68,7 +70,7 @@ class Cluster:
 
     def __init__(self, name: str, settings: tuple[str, ...] = (), pg_config: str | None = None,
                  initdb_options: str = ""):
-        self.dir = pathlib.Path(f"/tmp/randflake_pg-it-{name}")
+        self.dir = pathlib.Path(f"{_DIR_PREFIX}{name}")
         self.port = next(_ports)
         self.env = dict(os.environ, INITDB_OPTIONS=initdb_options)
         if pg_config:

@@ -13,7 +13,7 @@ import dataclasses
 import psycopg
 import pytest
 
-from conftest import write_server_file
+from conftest import wait_for, write_server_file
 
 VALID = "00112233445566778899aabbccddeeff"
 
@@ -34,6 +34,24 @@ def string_case(name: str, text: str, reason: str) -> Case:
 
 def setting_case(name: str, setting: str, value: str, message: str) -> Case:
     return Case(f"setting {name}", f"ALTER SYSTEM SET {setting} = {value}", "22023", message)
+
+
+SECRET_THROUGH_SQL = "randflake.secret cannot be given a value through SQL"
+
+# Secrets of every wrong shape, and the reason the setting's check gives for each.
+MALFORMED_SECRETS = {
+    "secret too short": ("'abc'", "the secret has 3 characters"),
+    "secret of 31 digits": (f"'{VALID[:31]}'", "the secret has 31 characters"),
+    "secret of 33 digits": (f"'{VALID}0'", "the secret has 33 characters"),
+    "secret of 64 digits": (f"'{VALID * 2}'", "the secret has 64 characters"),
+    "secret not hex": (f"'{'z' * 32}'", "the secret has a non-hexadecimal character at position 0"),
+    "secret with spaces": (f"'{VALID[:16]} {VALID[17:]}'", "the secret has a non-hexadecimal character at position 16"),
+    "secret with 0x": (f"'0x{VALID}'", "the secret has 34 characters"),
+}
+
+
+def secret_through_sql(name: str, value: tuple[str, str]) -> Case:
+    return Case(f"setting {name}", f"ALTER SYSTEM SET randflake.secret = {value[0]}", "55P02", SECRET_THROUGH_SQL)
 
 
 CASES = [
@@ -60,14 +78,9 @@ CASES = [
     Case("NULL to randflake_timestamp", "SELECT randflake_timestamp(NULL)", None),
     Case("NULL to randflake_node_id", "SELECT randflake_node_id(NULL)", None),
     Case("NULL to randflake_sequence", "SELECT randflake_sequence(NULL)", None),
-    # Secrets, as values.
-    setting_case("secret too short", "randflake.secret", "'abc'", "invalid value for randflake.secret"),
-    setting_case("secret of 31 digits", "randflake.secret", f"'{VALID[:31]}'", "invalid value for randflake.secret"),
-    setting_case("secret of 33 digits", "randflake.secret", f"'{VALID}0'", "invalid value for randflake.secret"),
-    setting_case("secret of 64 digits", "randflake.secret", f"'{VALID * 2}'", "invalid value for randflake.secret"),
-    setting_case("secret not hex", "randflake.secret", f"'{'z' * 32}'", "invalid value for randflake.secret"),
-    setting_case("secret with spaces", "randflake.secret", f"'{VALID[:16]} {VALID[17:]}'", "invalid value for randflake.secret"),
-    setting_case("secret with 0x", "randflake.secret", f"'0x{VALID}'", "invalid value for randflake.secret"),
+    # Secrets, as values: SQL refuses every one, valid or not, before looking at it (the check of
+    # each value as postgresql.conf gives it is test_a_malformed_secret_is_rejected_on_reload).
+    *(secret_through_sql(name, value) for name, value in MALFORMED_SECRETS.items()),
     # Secrets, as files (created by the fixture below).
     setting_case("missing key file", "randflake.secret_file", "'missing.key'", "invalid randflake.secret_file"),
     setting_case("key file readable by others", "randflake.secret_file", "'bad-0644.key'", "invalid randflake.secret_file"),
@@ -93,7 +106,7 @@ CASES = [
     setting_case("empty keeper database", "randflake.database", "''", "randflake.database must name a database"),
     # Settings that cannot change in a running server, even for a superuser.
     Case("SET a node range", "SET randflake.node_id_min = 5", "55P02", "cannot be changed without restarting"),
-    Case("SET the secret", f"SET randflake.secret = '{VALID}'", "55P02", "cannot be changed now"),
+    Case("SET the secret", f"SET randflake.secret = '{VALID}'", "55P02", SECRET_THROUGH_SQL),
     Case("SET the key file", "SET randflake.secret_file = 'x'", "55P02", "cannot be changed now"),
     # An ordinary role.
     Case("decode without privilege", "SELECT * FROM randflake_decode(1)", "42501", "permission denied for function", "app"),
@@ -102,7 +115,8 @@ CASES = [
     Case("sequence without privilege", "SELECT randflake_sequence(1)", "42501", "permission denied for function", "app"),
     Case("status without privilege", "SELECT * FROM randflake_status()", "42501", "permission denied for function", "app"),
     Case("SET without privilege", "SET randflake.max_nodes_per_backend = 5", "55P02", "cannot be changed now", "app"),
-    Case("ALTER SYSTEM without privilege", f"ALTER SYSTEM SET randflake.secret = '{VALID}'", "42501", "permission denied to set parameter", "app"),
+    Case("ALTER SYSTEM of the secret without privilege", f"ALTER SYSTEM SET randflake.secret = '{VALID}'", "55P02", SECRET_THROUGH_SQL, "app"),
+    Case("ALTER SYSTEM without privilege", "ALTER SYSTEM SET randflake.max_nodes_per_backend = 64", "42501", "permission denied to set parameter", "app"),
     # 18 words the refusal "permission denied to examine", earlier majors "must be superuser or ...".
     Case("SHOW the secret without privilege", "SHOW randflake.secret", "42501", 'to examine "randflake.secret"', "app"),
     Case("read the lease table", "SELECT * FROM randflake.node_leases", "42501", "permission denied for schema", "app"),
@@ -195,3 +209,27 @@ def test_bad_input(server, case: Case):
         conn.execute("INSERT INTO kept (n) VALUES (0) RETURNING id").fetchone()
         conn.execute("DELETE FROM kept WHERE n = 0")
         assert conn.execute("SELECT state FROM randflake_status()").fetchone()[0] == "active"
+
+
+@pytest.mark.parametrize("name", MALFORMED_SECRETS)
+def test_a_malformed_secret_is_rejected_on_reload(server, name: str):
+    """Where a secret belongs, postgresql.conf, each malformed value is rejected by the setting's
+    check with its reason and without being quoted; the server keeps its secret."""
+    cluster, kept = server
+    value, reason = MALFORMED_SECRETS[name]
+    conf = cluster.dir / "postgresql.conf"
+    original = conf.read_text()
+    logged = len(cluster.log())
+    try:
+        cluster.configure(f"randflake.secret = {value}")
+        cluster.reload()
+        wait_for(lambda: "invalid value for randflake.secret" in cluster.log()[logged:], 10, "the reload's rejection")
+        rejection = cluster.log()[logged:]
+        assert f"invalid value for randflake.secret: {reason}" in rejection, rejection
+        assert value.strip("'") not in rejection
+    finally:
+        conf.write_text(original)
+        cluster.reload()
+    with cluster.connect() as conn:
+        assert conn.execute("SELECT randflake_decode(randflake_next()) IS NOT NULL").fetchone() == (True,)
+        assert conn.execute("SELECT count(*), sum(id::numeric), sum(n) FROM kept").fetchone() == kept

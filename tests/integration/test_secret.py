@@ -9,6 +9,9 @@ import re
 import subprocess
 
 import psycopg
+import pytest
+
+from conftest import wait_for
 
 SECRET = "c3a5e1d2b4f60718293a4b5c6d7e8f90"
 # Sixteen or more hex digits with at least one letter: a piece of a key, not a decimal ID.
@@ -150,3 +153,146 @@ def test_a_misspelt_setting_is_warned_about_and_the_effective_range_logged(make_
         # Nor can a session make one up.
         error = text_of(conn, "SET randflake.no_such_setting = 1").splitlines()[-1]
         assert error.startswith("42602") and '"randflake" is a reserved prefix' in error, error
+
+
+# A secret a DBA might type that is not the one configured: only the statement's parse tree can
+# tell that it is one. It starts with digits, as the unquoted-value case needs.
+TYPED = "0123456789abcdef0123456789abcdef"
+PIECES = re.compile(r"[0-9a-f]{8,}", re.IGNORECASE)
+
+
+def assert_no_piece(text: str, where: str, secrets: tuple[str, ...] = (SECRET, TYPED)) -> None:
+    """No run of eight or more consecutive hex digits of either secret, in either case."""
+    for run in PIECES.finditer(text):
+        for secret in secrets:
+            for start in range(len(run[0]) - 7):
+                line = text[text.rfind("\n", 0, run.start()) + 1 : text.find("\n", run.end())]
+                assert run[0][start : start + 8].lower() not in secret, f"{where}: a piece of a secret in {line!r}"
+
+
+# Each route a superuser might take to put a secret into SQL, and whether refusing it ends the
+# session (anything not straight from the client, where an exception handler could swallow an
+# ERROR). `SECRET` (the configured one) is typed only where no parse tree can show the setting.
+SQL_ROUTES = [
+    (f"ALTER SYSTEM SET randflake.secret = '{TYPED}'", False),
+    (f"ALTER SYSTEM SET U&\"randfl\\0061ke.secret\" = '{TYPED}'", False),
+    (f"ALTER SYSTEM SET \"RANDFLAKE\".\"Secret\" TO '{TYPED}'", False),
+    (f"SET randflake.secret = '{TYPED}'", False),
+    (f"BEGIN; SET LOCAL randflake.secret = '{TYPED}'; COMMIT", False),
+    (f"ALTER ROLE monitor SET randflake.secret = '{TYPED}'", False),
+    (f"ALTER DATABASE postgres SET randflake.secret = '{TYPED}'", False),
+    (f"CREATE FUNCTION keyed() RETURNS int LANGUAGE sql SET randflake.secret = '{TYPED}' AS 'SELECT 1'", False),
+    (f"SELECT set_config('randflake.secret', '{TYPED}', false)", True),
+    (f"SELECT set_config(E'randfl\\x61ke.s' || 'ecret', '{TYPED}', false)", True),
+    (f"PREPARE keyed(text, text) AS SELECT set_config($1, $2, false); EXECUTE keyed('randflake.secret', '{TYPED}')", True),
+    (f"DO $$BEGIN EXECUTE 'ALTER SYSTEM SET randflake.secret = ''{TYPED}'''; END$$", True),
+    (
+        f"DO $$BEGIN EXECUTE 'ALTER SYSTEM SET U&\"randfl\\0061ke.secret\" = ''{TYPED}''';"
+        " EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'caught'; END$$",
+        True,
+    ),
+    (f"SELECT set_key('{SECRET}')", True),
+]
+
+
+@pytest.mark.parametrize("preload", ["randflake_pg, pg_stat_statements, auto_explain", "pg_stat_statements, auto_explain, randflake_pg"])
+def test_a_secret_typed_into_sql_reaches_no_view_and_no_log_line(make_cluster, preload):
+    """Every SQL route is refused; a pg_monitor member finds no piece of the typed secret in
+    pg_stat_activity (the superuser's session idle after its refused statement) or in
+    pg_stat_statements (tracking nested and utility statements), before or after a restart; the
+    log, with every statement, duration, plan and error statement logged, has none either."""
+    cluster = make_cluster(
+        "randflake.secret_file = ''",
+        f"randflake.secret = '{SECRET}'",
+        f"shared_preload_libraries = '{preload}'",
+        "pg_stat_statements.track = all",
+        "pg_stat_statements.track_utility = on",
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "log_statement = 'all'",
+        "log_min_duration_statement = 0",
+        "log_min_error_statement = debug5",
+        "log_parameter_max_length = -1",
+        "log_parameter_max_length_on_error = -1",
+        "log_error_verbosity = verbose",
+    )
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+        conn.execute("CREATE ROLE monitor LOGIN IN ROLE pg_monitor")
+        conn.execute(
+            """CREATE FUNCTION set_key(key text) RETURNS text LANGUAGE plpgsql AS $$
+               BEGIN RETURN set_config('randflake.secret', key, false);
+               EXCEPTION WHEN OTHERS THEN RETURN 'caught'; END $$"""
+        )
+        assert conn.execute("SELECT randflake_next() IS NOT NULL").fetchone()[0]
+
+    def visible_to_monitor() -> str:
+        with cluster.connect(user="monitor") as monitor:
+            activity = monitor.execute("SELECT coalesce(string_agg(query, ' '), '') FROM pg_stat_activity").fetchone()[0]
+            statements = monitor.execute("SELECT coalesce(string_agg(query, ' '), '') FROM pg_stat_statements").fetchone()[0]
+        return activity + " " + statements
+
+    for statement, ends_session in SQL_ROUTES:
+        superuser = cluster.connect()
+        with pytest.raises(psycopg.Error) as refused:
+            superuser.execute(statement)
+        error = refused.value
+        assert error.sqlstate == "55P02" or ends_session, f"{statement}: {error}"
+        assert "randflake.secret cannot be given a value through SQL" in str(error), f"{statement}: {error}"
+        assert ("the session ends" in str(error)) == ends_session, f"{statement}: {error}"
+        assert superuser.broken == ends_session, f"{statement}: the session {'stayed' if ends_session else 'ended'}"
+        assert_no_piece(visible_to_monitor(), f"pg_stat_activity/pg_stat_statements after {statement!r}")
+        superuser.close()
+    # The extended protocol: the name and the value as bound parameters, which log_statement
+    # lists in a DETAIL line before the statement runs.
+    with cluster.connect() as superuser, pytest.raises(psycopg.Error) as refused:
+        superuser.execute("SELECT set_config(%s, %s, false)", ("randflake.secret", TYPED))
+    assert "the session ends" in str(refused.value)
+    # A session left idle right after its refused statement shows only the hidden text.
+    idle = cluster.connect()
+    with pytest.raises(psycopg.Error):
+        idle.execute(SQL_ROUTES[1][0])
+    with cluster.connect(user="monitor") as monitor:
+        shown = monitor.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (idle.info.backend_pid,)).fetchone()[0]
+    assert shown == "<statement hidden by randflake_pg: it gave randflake.secret a value>"
+    idle.close()
+    # The routes changed nothing: no value in postgresql.auto.conf, nothing planted in the
+    # catalogs, the configured secret still keying IDs.
+    assert TYPED not in (cluster.dir / "postgresql.auto.conf").read_text()
+    with cluster.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_db_role_setting WHERE array_to_string(setconfig, ',') ILIKE '%secret%'").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'keyed'").fetchone() == (0,)
+        parts = conn.execute("SELECT node_id FROM randflake_decode(randflake_next())").fetchone()
+        assert parts is not None
+
+    cluster.stop()
+    cluster.start()
+    assert_no_piece(visible_to_monitor(), "pg_stat_statements after a restart")
+    log = cluster.log()
+    assert "statement: <statement hidden by randflake_pg" in log and "duration:" in log
+    assert_no_piece(log, "the server log")
+
+
+def test_a_secret_written_into_postgresql_conf_is_not_logged(make_cluster):
+    """The configuration file's own parser stops at an unquoted value's second token and quotes
+    it in the reload's syntax error; randflake_pg hides the token of the secret's line, and only
+    of that line. Once written right, the reload's change message hides the value."""
+    cluster = make_cluster()
+    cluster.start()
+    cluster.configure("randflake.max_nodes_per_backend = 64 deadbeef", f"randflake.secret = {TYPED}")
+    cluster.reload()
+    wait_for(lambda: cluster.log().count("near token") >= 2, 10, "the reload's two syntax errors")
+    log = cluster.log()
+    assert 'near token "deadbeef"' in log, "another setting's token is shown as PostgreSQL wrote it"
+    assert 'near token "(value hidden by randflake_pg)"' in log
+    # Written right, the new secret is taken on reload, and the reload's message hides it too.
+    lines = (cluster.dir / "postgresql.conf").read_text().splitlines()[:-2]
+    lines += ["randflake.secret_file = ''", f"randflake.secret = '{TYPED}'"]
+    (cluster.dir / "postgresql.conf").write_text("\n".join(lines) + "\n")
+    cluster.reload()
+    wait_for(lambda: "randflake.secret\" changed" in cluster.log(), 10, "the reload's change message")
+    log = cluster.log()
+    assert 'parameter "randflake.secret" changed (value hidden by randflake_pg)' in log
+    assert_no_piece(log, "the server log", (TYPED,))

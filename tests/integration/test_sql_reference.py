@@ -87,7 +87,8 @@ def render_settings(conn: psycopg.Connection) -> list[str]:
         "",
         "The secret itself: 32 hexadecimal digits. Left out of `pg_settings` and `SHOW ALL`. `SHOW` refuses it to",
         "ordinary roles and tells superusers and members of `pg_read_all_settings` only whether it is set, never",
-        "its value. Prefer `randflake.secret_file`; setting both is an error. Changed by: reload.",
+        "its value. Prefer `randflake.secret_file`; setting both is an error. Changed by: reload, from",
+        "`postgresql.conf` only: SQL that gives it a value (`ALTER SYSTEM`, `SET`, `set_config()`, ...) is refused.",
         "See the DBA guide (docs/dba-guide.md), \"The secret\".",
         "",
     ]
