@@ -11,6 +11,8 @@ SCRATCH     ?= /tmp/randflake_pg-scratch
 TEST_PORT   ?= 55433
 DEMO_DIR    ?= /tmp/randflake_pg-demo
 DEMO_PORT   ?= 55434
+DEMO_FLEET_DIR  ?= /tmp/randflake_pg-demo-fleet
+DEMO_FLEET_PORT ?= 55440
 SENTINEL_DIR  ?= /tmp/randflake_pg-sentinel
 SENTINEL_PORT ?= 55436
 # The suites' own copy of the PostgreSQL installation (tools/stage-postgres.sh): every test
@@ -35,9 +37,9 @@ export PATH := $(dir $(PG_CONFIG)):$(PATH)
 # (examples, interop, bad input, soak) exercises code that no major changes.
 MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
-	multimaster pg_upgrade sql_reference accessors))
+	durability multimaster pg_upgrade sql_reference accessors))
 
-.PHONY: help deps build install stage package install-package docs demo demo-stop test test-all test-server unit lint pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install stage package install-package docs demo demo-stop demo-fleet test test-all test-server unit lint pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -46,6 +48,7 @@ help:
 	@echo "make package       target/dist/: a tarball of the installed files, and a .deb for Debian's PostgreSQL 15"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
+	@echo "make demo-fleet    a pg_auto_failover coordinator and two members on loopback, IDs flowing through a failover (15 only)"
 	@echo "make test          formatting and lints, then every suite: unit, fuzz, #[pg_test], the package, pg_regress, integration, on a private copy of"
 	@echo "                   PostgreSQL; a server running on the installed library meanwhile must come through unharmed"
 	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, no module cycles (make test runs it)"
@@ -83,6 +86,9 @@ demo-stop:
 	@tests/scratch-cluster.sh destroy $(DEMO_DIR)
 	@echo "demo cluster removed"
 
+demo-fleet: install
+	@tools/demo-fleet.sh $(DEMO_FLEET_DIR) $(DEMO_FLEET_PORT)
+
 # The sentinel is a server on the installed library, started before the suites and checked after
 # them and after installing a different build (a debug one) over it: same postmaster, no crash.
 test: deps
@@ -114,8 +120,11 @@ test-all:
 			PYTEST_ARGS="$(MAJOR_SENSITIVE_TESTS)" test-server; \
 	done
 
+# The pure crate's tests, the fleet simulation among them; then the simulation again with the
+# keeper's durability rule switched off, where it must find a duplicate.
 unit:
-	cargo test -p randflake --all-features
+	cargo test -p randflake --features serde
+	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
 
 # Formatting (rustfmt.toml) of both crates and the fuzz targets, clippy with warnings denied on
 # both crates, the extension's #[pg_test]s included (each crate's lib.rs adds the unsafe lints),
@@ -124,6 +133,7 @@ lint:
 	@tools/module-deps.py >/dev/null
 	cargo fmt --all --check
 	cargo fmt --manifest-path randflake/fuzz/Cargo.toml --check
+	cargo clippy -p randflake --all-targets --features serde -- -D warnings
 	cargo clippy -p randflake --all-targets --all-features -- -D warnings
 	cargo clippy -p randflake_pg --all-targets --features "pg$(PG_MAJOR) pg_test" --no-default-features -- -D warnings
 

@@ -6,6 +6,49 @@
 
 \echo Use "ALTER EXTENSION randflake_pg UPDATE" to load this file. \quit
 
+-- A lease counts only once its commit is durable by the standard the server is configured for.
+-- Where synchronous_standby_names asks for standbys that are not connected, a lease's commit
+-- (synchronous_commit is at least 'on' for it, see commit_leases_durably) would wait for them
+-- until something cancelled the wait, and then stand committed here only, lost in a failover.
+-- This check, run at commit, fails such a commit instead, with a message that reaches the
+-- writing keeper, through postgres_fdw too. A standby that is connected but does not confirm is
+-- the keeper's to handle: it counts a commit whose wait was interrupted as not granted.
+-- SECURITY DEFINER because pg_stat_replication's sync_state is hidden from roles without
+-- pg_read_all_stats, such as a randflake.keeper_role or a fleet member's user mapping.
+CREATE FUNCTION randflake.require_synchronous_standbys() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    names text := current_setting('synchronous_standby_names');
+    wanted integer;
+    connected integer;
+BEGIN
+    IF names = '' OR current_setting('synchronous_commit') NOT IN ('on', 'remote_write', 'remote_apply') THEN
+        RETURN NULL;
+    END IF;
+    -- FIRST n (...), ANY n (...) and n (...) ask for n standbys; a plain list for one.
+    wanted := coalesce((regexp_match(names, '^[[:space:]]*(first[[:space:]]+|any[[:space:]]+)?([[:digit:]]+)[[:space:]]*[(]', 'i'))[2]::integer, 1);
+    SELECT count(*) INTO connected
+      FROM pg_stat_get_wal_senders() AS s
+     WHERE s.sync_state IN ('sync', 'quorum') AND s.state = 'streaming';
+    IF connected < wanted THEN
+        RAISE EXCEPTION 'randflake_pg: % of the % synchronous standbys that synchronous_standby_names asks for are connected, so a lease committed now would not be durable',
+            connected, wanted
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Start the synchronous standby, or change synchronous_standby_names (now ' || quote_literal(names) || '). Lease keepers try again every second.';
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION randflake.require_synchronous_standbys() IS
+'Trigger of randflake.node_leases, run at commit: fails a transaction that writes a lease while fewer synchronous standbys are connected than synchronous_standby_names asks for, since its commit could only be local.';
+REVOKE ALL ON FUNCTION randflake.require_synchronous_standbys() FROM PUBLIC;
+
+CREATE CONSTRAINT TRIGGER require_synchronous_standbys AFTER INSERT OR UPDATE ON randflake.node_leases
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION randflake.require_synchronous_standbys();
+
 -- Default privileges: PostgreSQL applies the ALTER DEFAULT PRIVILEGES of the role that creates
 -- an object, so every object an install or upgrade script creates also gets what those name.
 -- Up to 0.4.0 the scripts only revoked from PUBLIC, which left the decoders (which reveal what

@@ -1,16 +1,17 @@
-//! This backend's generator: clock readings in, node table bookkeeping, IDs out.
+//! This backend's IDs: the crate's refill policy (`randflake::backend`) run over shared memory,
+//! its waits, and the IDs it reserves and encrypts ahead.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use randflake::{Generator, IdCipher, Lease, Refusal, Step, Window, BATCH, EPOCH_SECOND, HIGH_WATER_LEAD, MAX_SECOND};
+use randflake::backend::{Backend, Event, NoNode, Published, Refill, Refusal, Server};
+use randflake::{IdCipher, BATCH};
 
 use crate::errors::Error;
 use crate::gucs::{self, NodeSource};
-use crate::shmem::node_table::{self, NoNode};
-use crate::shmem::published_lease::{self, Counter, Published};
+use crate::shmem::{node_table, published_lease};
 use crate::{clock, secret};
 
 /// Created on the first call in a process, so that sessions that never generate IDs take no
@@ -46,18 +47,8 @@ impl<T> BackendLocal<T> {
 }
 
 struct BackendGenerator {
-    /// The generator for the published lease, once this backend has used it.
-    current: Option<LeaseGenerator>,
-    /// `published_lease::version()` when `current` was last checked against the published lease.
-    lease_version: u64,
+    backend: Backend,
     ready: ReadyIds,
-}
-
-/// A generator confined to one lease: a new lease (not a renewal) gets a new generator.
-struct LeaseGenerator {
-    number: u64,
-    lease: Lease,
-    generator: Generator,
 }
 
 /// IDs reserved and encrypted ahead, handed out in order while the clock still reads their
@@ -127,27 +118,21 @@ impl BackendGenerator {
         }
         // SAFETY: registering an exit callback from the backend's thread, once per process.
         unsafe { pg_sys::on_shmem_exit(Some(release_nodes_at_exit), pg_sys::Datum::from(0)) };
-        Ok(Self { current: None, lease_version: u64::MAX, ready: ReadyIds::NONE })
+        Ok(Self { backend: Backend::new(), ready: ReadyIds::NONE })
     }
 
-    /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest.
+    /// Reserves and encrypts the next run of IDs, returning the first and keeping the rest,
+    /// after whatever waits the refill policy asks for.
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64) -> Result<i64, Error> {
         loop {
-            let server_floor = node_table::latest_used();
-            let now = clock::unix_second();
-            // Each node refuses seconds before its own last one; this refuses a clock behind
-            // any second the server has used, so that no session, not even a new one on an
-            // idle node, issues IDs dated in the past after the clock was stepped back.
-            if now < server_floor {
-                published_lease::count(Counter::ClockRefusal);
-                return Err(Error::ClockBehind { now, used: server_floor });
-            }
-            let (generator, lease) = self.follow_lease()?;
-            match generator.next(now, gucs::max_nodes_per_backend(), BATCH as u32) {
-                Ok(Step::Issued { first, count, opened_second }) => {
-                    if opened_second {
-                        node_table::record_used(first.node_id, first.timestamp);
-                    }
+            let refill = self.backend.refill(
+                clock::unix_second(),
+                gucs::max_nodes_per_backend(),
+                BATCH as u32,
+                &mut SharedMemory,
+            );
+            match refill {
+                Refill::Issued { first, count } => {
                     // Sequence is the lowest field and the run stays within the second's
                     // sequences, so consecutive raw values are consecutive sequences. Lanes
                     // past `count` are encrypted too, and never handed out.
@@ -157,98 +142,71 @@ impl BackendGenerator {
                         ReadyIds { second: first.timestamp, secret_version, ids, next: 1, len: count as usize };
                     return Ok(ids[0]);
                 }
-                Ok(Step::NeedNode { release }) => {
-                    if let Some(node) = release {
-                        node_table::release(node);
-                        published_lease::count(Counter::NodeSwitch);
-                    }
-                    match node_table::acquire(lease.first_node, lease.last_node, now) {
-                        Ok((node, used_through)) => generator.adopt(node, used_through),
-                        Err(NoNode::AllUsedThisSecond) => wait_for_second(now + 1),
-                        Err(NoNode::AllHeld) => {
-                            return Err(Error::NoFreeNode { first: lease.first_node, last: lease.last_node })
-                        }
-                    }
-                }
-                Ok(Step::WaitUntil { second }) => wait_for_second(second),
-                // After a restart the new lease starts just past the recorded high-water mark,
-                // at most HIGH_WATER_LEAD + 1 seconds ahead: that is waited out, like a
-                // high-water mark the keeper is about to advance. A clock further behind is
-                // refused.
-                Err(Refusal::BeforeWindow { now, first }) if first - now <= HIGH_WATER_LEAD + 1 => {
-                    wait_for_second(first)
-                }
-                Err(Refusal::AfterWindow { now, last }) if now == last + 1 && now <= MAX_SECOND => {
-                    wait_for_lease(Duration::from_secs(1));
-                }
-                Err(refusal) => {
-                    published_lease::count(match refusal {
-                        Refusal::AfterWindow { .. } => Counter::LeaseRefusal,
-                        _ => Counter::ClockRefusal,
-                    });
-                    return Err(refusal.into());
-                }
+                Refill::WaitForSecond(second) => wait_for_second(second),
+                Refill::AwaitLease { limit } => wait_for_lease(limit),
+                Refill::Refused(refusal) => return Err(error_of(refusal)),
             }
         }
-    }
-
-    /// The generator for the lease the keeper publishes now, and that lease. A new lease means
-    /// a new generator, after giving the old lease's node back; a renewal moves the last second.
-    fn follow_lease(&mut self) -> Result<(&mut Generator, Lease), Error> {
-        // Every change the keeper makes bumps the version: an unchanged one needs no more.
-        if published_lease::version() != self.lease_version || self.current.is_none() {
-            self.adopt_published_lease()?;
-        }
-        let current = self.current.as_mut().expect("adopted above");
-        Ok((&mut current.generator, current.lease))
-    }
-
-    fn adopt_published_lease(&mut self) -> Result<(), Error> {
-        let (version, Published { number, lease }) = loop {
-            match published_lease::read() {
-                (version, Some(published)) => break (version, published),
-                (_, None) if wait_for_lease(FIRST_LEASE_WAIT) => continue,
-                (_, None) => {
-                    published_lease::count(Counter::LeaseRefusal);
-                    return Err(Error::NoLease { keeper: published_lease::keeper(), database: gucs::database() });
-                }
-            }
-        };
-        let last = lease.issuable_through().min(MAX_SECOND);
-        match &mut self.current {
-            Some(current) if current.number == number => {
-                current.generator.set_last_second(last).map_err(|_| Error::ClockPastLastSecond { now: last })?;
-                current.lease = lease;
-            }
-            _ => {
-                if let Some(node) = self.current.take().and_then(|mut old| old.generator.release()) {
-                    node_table::release(node);
-                }
-                let window = Window::new(lease.start.max(EPOCH_SECOND), last.max(lease.start))
-                    .map_err(|_| Error::ClockPastLastSecond { now: lease.start })?;
-                self.current = Some(LeaseGenerator { number, lease, generator: Generator::new(window) });
-            }
-        }
-        self.lease_version = version;
-        Ok(())
     }
 }
 
-/// How long a call waits for the keeper's first lease after the server starts.
-const FIRST_LEASE_WAIT: Duration = Duration::from_secs(5);
+/// The error a refusal raises.
+fn error_of(refusal: Refusal) -> Error {
+    match refusal {
+        Refusal::ClockBehind { now, used } => Error::ClockBehind { now, used },
+        Refusal::ClockBeforeLease { now, start } => Error::ClockBeforeLease { now, start },
+        Refusal::LeaseLapsed { now, through } => Error::LeaseLapsed { now, through },
+        Refusal::PastLastSecond { now } => Error::ClockPastLastSecond { now },
+        Refusal::NoLease => Error::NoLease { keeper: published_lease::keeper(), database: gucs::database() },
+        Refusal::NoFreeNode { first, last } => Error::NoFreeNode { first, last },
+    }
+}
 
-/// Waits up to `limit` for the keeper to publish a new version of the lease; true if it did.
-/// The limit is kept by the monotonic clock: a wall clock stepped back must not stretch it.
-fn wait_for_lease(limit: Duration) -> bool {
+/// The server's shared memory, as the refill policy sees it.
+struct SharedMemory;
+
+impl Server for SharedMemory {
+    fn latest_used(&self) -> u64 {
+        node_table::latest_used()
+    }
+
+    fn lease_version(&self) -> u64 {
+        published_lease::version()
+    }
+
+    fn published(&self) -> (u64, Option<Published>) {
+        published_lease::read()
+    }
+
+    fn leases_taken(&self) -> u64 {
+        published_lease::leases_taken()
+    }
+
+    fn acquire(&mut self, first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
+        node_table::acquire(first, last, now)
+    }
+
+    fn record_used(&mut self, node: u32, second: u64) {
+        node_table::record_used(node, second);
+    }
+
+    fn release(&mut self, node: u32) {
+        node_table::release(node);
+    }
+
+    fn count(&mut self, event: Event) {
+        published_lease::count(event);
+    }
+}
+
+/// Waits up to `limit` for the keeper to publish a new version of the lease. The limit is kept
+/// by the monotonic clock: a wall clock stepped back must not stretch it.
+fn wait_for_lease(limit: Duration) {
     let seen = published_lease::version();
     let deadline = Instant::now() + limit;
-    while published_lease::version() == seen {
-        if Instant::now() >= deadline {
-            return false;
-        }
+    while published_lease::version() == seen && Instant::now() < deadline {
         sleep(Duration::from_millis(20));
     }
-    true
 }
 
 /// # Safety

@@ -30,6 +30,10 @@ fi
 packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)
 # Debian packages PostgreSQL 15 (with postgres_fdw, in postgresql-15) and the postgres user.
 [ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15 postgresql-server-dev-15)
+# pg_auto_failover 2.0 (pg_autoctl and the monitor's extension) runs the highly available fleet
+# coordinator of tests/integration/test_fleet_failover.py and tools/demo-fleet.sh; Debian packages
+# it for its own PostgreSQL only.
+[ "$PG_MAJOR" = 15 ] && packages+=(pg-auto-failover-cli postgresql-15-auto-failover)
 # PostgreSQL 16's build (tools/postgres-major.sh) links these Debian 12 libraries, and patchelf
 # points its own libraries at its bundled libpq.
 [ "$PG_MAJOR" = 16 ] &&

@@ -185,10 +185,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
+pub mod backend;
 pub mod batch;
 pub mod codec;
 pub mod generator;
 pub mod id;
+pub mod keeper;
 pub mod layout;
 pub mod lease;
 pub mod secret;

@@ -16,10 +16,12 @@
 //!   shutdown never waits for a coordinator.
 
 use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use pgrx::pg_sys;
+
+use crate::pg::unguarded;
 
 /// How long a lock on the lease table may hold up one of the keeper's statements.
 const LOCK_WAIT: Duration = Duration::from_secs(1);
@@ -45,16 +47,27 @@ unsafe extern "C-unwind" {
 /// The id PostgreSQL allocated for the hard deadline, or -1 before `register_hard_deadline`.
 static HARD_DEADLINE: AtomicI32 = AtomicI32::new(-1);
 
+/// How many cancel and terminate signals the keeper has received (the soft deadline's cancel
+/// among them): a commit during which this moved may have had its wait for synchronous standbys
+/// cut short, which PostgreSQL answers with a WARNING and a commit that is only local.
+static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+
+/// See [`INTERRUPTS`].
+pub fn interrupts() -> u64 {
+    INTERRUPTS.load(Ordering::SeqCst)
+}
+
 /// The keeper's signal handlers: reload on SIGHUP; on SIGTERM, drop the coordinator
 /// connections and then terminate as PostgreSQL's backends do (at the next interrupt check,
 /// with a FATAL and exit status 1, which the launcher or the postmaster answers with a restart
-/// unless the server is shutting down). SIGINT keeps the statement-cancel handler that
-/// PostgreSQL installs for workers with a database connection, which the soft deadline needs.
+/// unless the server is shutting down). SIGINT cancels the statement, as PostgreSQL's handler
+/// for backends does, which the soft deadline needs. Both count in [`INTERRUPTS`].
 pub fn install_signal_handlers() {
-    // SAFETY: installing handlers from the worker's only thread before anything else runs; both
-    // handlers only set flags, set the latch and make async-signal-safe system calls.
+    // SAFETY: installing handlers from the worker's only thread before anything else runs; the
+    // handlers only count, set flags, set the latch and make async-signal-safe system calls.
     unsafe {
         set_handler(pg_sys::SIGHUP as c_int, reload);
+        set_handler(pg_sys::SIGINT as c_int, cancel);
         set_handler(pg_sys::SIGTERM as c_int, terminate);
         pg_sys::BackgroundWorkerUnblockSignals();
     }
@@ -89,11 +102,21 @@ unsafe extern "C-unwind" fn reload(_signal: c_int) {
 
 /// # Safety
 ///
+/// Only the kernel calls this, as the SIGINT handler.
+unsafe extern "C-unwind" fn cancel(signal: c_int) {
+    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: PostgreSQL's own SIGINT handler for backends, called as a signal handler.
+    unsafe { unguarded::statement_cancel_handler(signal) };
+}
+
+/// # Safety
+///
 /// Only the kernel calls this, as the SIGTERM handler.
 unsafe extern "C-unwind" fn terminate(signal: c_int) {
+    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
     drop_coordinator_connections();
     // SAFETY: PostgreSQL's own SIGTERM handler for backends, called as a signal handler.
-    unsafe { pg_sys::die(signal) };
+    unsafe { unguarded::die(signal) };
 }
 
 /// Pins the settings the keeper's SQL depends on, over anything `ALTER DATABASE ... SET` or

@@ -5,5 +5,5 @@
 pub mod log_hook;
 pub mod parse_tree;
 pub mod statement;
-mod unguarded;
+pub mod unguarded;
 pub mod utility_hook;

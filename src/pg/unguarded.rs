@@ -13,7 +13,7 @@
 //! memory running out (the text they parse has just been parsed without error, and walks stop
 //! short of the stack limit), which would leak what those frames hold.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 use pgrx::pg_sys;
 
@@ -59,4 +59,13 @@ unsafe extern "C-unwind" {
 
     #[link_name = "MemoryContextStrdup"]
     pub fn memory_context_strdup(context: pg_sys::MemoryContext, text: *const c_char) -> *mut c_char;
+
+    /// PostgreSQL's SIGINT handler for backends: requests a query cancel. For signal handlers,
+    /// which pgrx's guard (a sigsetjmp) has no business in.
+    #[link_name = "StatementCancelHandler"]
+    pub fn statement_cancel_handler(signal: c_int);
+
+    /// PostgreSQL's SIGTERM handler for backends: requests termination. As above.
+    #[link_name = "die"]
+    pub fn die(signal: c_int);
 }

@@ -9,6 +9,7 @@ use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use pgrx::pg_sys;
+use randflake::backend::NoNode;
 use randflake::MAX_NODE;
 
 use super::segment::SharedStruct;
@@ -35,14 +36,6 @@ struct NodeTable {
 }
 
 static TABLE: SharedStruct<NodeTable> = SharedStruct::new(c"randflake_pg node table");
-
-/// Why no node could be taken.
-pub enum NoNode {
-    /// Every node of the range is held by a running process.
-    AllHeld,
-    /// Some nodes are free but each has already issued IDs in the current second.
-    AllUsedThisSecond,
-}
 
 pub const SHARED_SIZE: usize = SharedStruct::<NodeTable>::SIZE;
 

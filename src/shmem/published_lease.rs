@@ -6,6 +6,8 @@
 
 use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use randflake::backend::{Event, Published};
+use randflake::keeper::LeaseKey;
 use randflake::Lease;
 
 use super::segment::SharedStruct;
@@ -37,7 +39,16 @@ struct Shared {
     node_switches: AtomicU64,
     clock_refusals: AtomicU64,
     lease_refusals: AtomicU64,
+    /// Leases the keeper wrote whose commits were not known durable and which it never
+    /// published, for the next keeper to delete; written by the keeper only.
+    unconfirmed_count: AtomicU32,
+    unconfirmed_first_node: [AtomicU32; UNCONFIRMED_SLOTS],
+    unconfirmed_start: [AtomicU64; UNCONFIRMED_SLOTS],
 }
+
+/// How many unconfirmed leases are remembered; an older one is forgotten, which costs only the
+/// seconds its row keeps its nodes from being leased again.
+const UNCONFIRMED_SLOTS: usize = 8;
 
 /// Room for the keeper's cause; a longer one is cut at a character boundary.
 const CAUSE_BYTES: usize = 480;
@@ -101,24 +112,6 @@ impl KeeperReport {
     }
 }
 
-/// A lease as published, with its number: a backend that sees a new number starts over.
-#[derive(Clone, Copy, Debug)]
-pub struct Published {
-    pub number: u64,
-    pub lease: Lease,
-}
-
-/// Things randflake_status() counts since shared memory was created.
-#[derive(Clone, Copy)]
-pub enum Counter {
-    /// A backend used up a node's second and took another node.
-    NodeSwitch,
-    /// A call was refused because the clock read before a used second or the lease's start.
-    ClockRefusal,
-    /// A call was refused because the server had no current lease.
-    LeaseRefusal,
-}
-
 /// # Safety
 /// Called from the shared memory start-up hook, with `AddinShmemInitLock` held.
 pub unsafe fn attach() {
@@ -145,6 +138,9 @@ pub unsafe fn attach() {
                 node_switches: AtomicU64::new(0),
                 clock_refusals: AtomicU64::new(0),
                 lease_refusals: AtomicU64::new(0),
+                unconfirmed_count: AtomicU32::new(0),
+                unconfirmed_first_node: [const { AtomicU32::new(0) }; UNCONFIRMED_SLOTS],
+                unconfirmed_start: [const { AtomicU64::new(0) }; UNCONFIRMED_SLOTS],
             })
         }
     };
@@ -226,12 +222,16 @@ pub fn publish(lease: &Lease, renewal: bool, renewed_at: u64) {
     });
 }
 
+/// How many leases the keeper has taken since shared memory was created.
+pub fn leases_taken() -> u64 {
+    shared().taken.load(Ordering::Acquire)
+}
+
 /// The last lease published since shared memory was created, even if withdrawn since:
 /// backends may have issued IDs with its nodes up to its high-water mark, whatever the lease
 /// table now says.
 pub fn last_published() -> Option<Lease> {
-    let taken = shared().taken.load(Ordering::Acquire) > 0;
-    taken.then(|| read_fields().2)
+    (leases_taken() > 0).then(|| read_fields().2)
 }
 
 /// Stops backends from issuing under the published lease: it is no longer in the table.
@@ -295,14 +295,47 @@ pub fn renewed_at() -> u64 {
     shared().renewed_at.load(Ordering::Relaxed)
 }
 
-pub fn count(counter: Counter) {
+/// Counts what randflake_status() reports since shared memory was created.
+pub fn count(event: Event) {
     let shared = shared();
-    let cell = match counter {
-        Counter::NodeSwitch => &shared.node_switches,
-        Counter::ClockRefusal => &shared.clock_refusals,
-        Counter::LeaseRefusal => &shared.lease_refusals,
+    let cell = match event {
+        Event::NodeSwitch => &shared.node_switches,
+        Event::ClockRefusal => &shared.clock_refusals,
+        Event::LeaseRefusal => &shared.lease_refusals,
     };
     cell.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The leases the keeper wrote but never confirmed durable.
+pub fn unconfirmed() -> Vec<LeaseKey> {
+    let shared = shared();
+    let count = (shared.unconfirmed_count.load(Ordering::Acquire) as usize).min(UNCONFIRMED_SLOTS);
+    (0..count)
+        .map(|slot| LeaseKey {
+            first_node: shared.unconfirmed_first_node[slot].load(Ordering::Relaxed),
+            start: shared.unconfirmed_start[slot].load(Ordering::Relaxed),
+        })
+        .collect()
+}
+
+/// Remembers one more unconfirmed lease, forgetting the oldest when all slots are taken.
+/// Only the keeper writes these, and only one keeper runs.
+pub fn remember_unconfirmed(key: LeaseKey) {
+    let shared = shared();
+    let mut keys = unconfirmed();
+    if keys.len() == UNCONFIRMED_SLOTS {
+        keys.remove(0);
+    }
+    keys.push(key);
+    for (slot, key) in keys.iter().enumerate() {
+        shared.unconfirmed_first_node[slot].store(key.first_node, Ordering::Relaxed);
+        shared.unconfirmed_start[slot].store(key.start, Ordering::Relaxed);
+    }
+    shared.unconfirmed_count.store(keys.len() as u32, Ordering::Release);
+}
+
+pub fn forget_unconfirmed() {
+    shared().unconfirmed_count.store(0, Ordering::Release);
 }
 
 /// `(node switches, clock refusals, lease refusals)`.

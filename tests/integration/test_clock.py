@@ -277,12 +277,15 @@ def test_a_restart_with_the_clock_sixty_seconds_back_resumes_after_the_high_wate
         last_used = max(part[0] for part in decoded_ids(conn, before))
         waiting = wait_for(lambda: (lambda now: now if now["lease_start"] else None)(status(conn)), 15, "the new lease")
         assert waiting["state"] == "waiting for the clock to reach the lease"
-        # The old lease ended at its high-water mark (and, ending before the new one starts, was
-        # pruned): only the new lease is left, starting right after the mark.
-        leases = conn.execute("SELECT lease_start FROM randflake.node_leases").fetchall()
-        assert len(leases) == 1
-        lease_start = leases[0][0]
-        assert lease_start == waiting["lease_start"]
+        # The old lease ended at its high-water mark, and the new one starts right after it. The
+        # old row stays until the new lease, once published, is renewed past it.
+        leases = conn.execute(
+            "SELECT lease_start, lease_end, used_through FROM randflake.node_leases ORDER BY lease_start"
+        ).fetchall()
+        assert len(leases) == 2, leases
+        (_, old_end, old_mark), (lease_start, _, _) = leases
+        assert old_end == old_mark >= marked
+        assert lease_start == waiting["lease_start"] == old_end + 1
         assert last_used <= marked < lease_start <= stopped_at + 12
 
         error = None

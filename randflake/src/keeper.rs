@@ -1,0 +1,603 @@
+//! The lease keeper's decisions: checking, renewing, withdrawing and taking a server's lease of
+//! nodes, one tick at a time.
+//!
+//! The lease table and the server's shared memory stand behind two traits, [`LeaseStore`] and
+//! [`Board`], so that the same machine runs inside PostgreSQL (randflake_pg's keeper, over SQL
+//! and shared memory) and in the fleet simulation (over a simulated coordinator that fails over
+//! and loses commits), and every decision here is tested in both.
+//!
+//! The rules that keep leases safe:
+//! 1. a lease, a renewal or a high-water mark reaches the [`Board`] (and so the backends that
+//!    issue IDs) only after the transaction that wrote it committed *durably*: a commit whose
+//!    outcome is uncertain ([`Commit::Uncertain`]) counts as not granted;
+//! 2. a lease found gone, cut short or expired in the table is withdrawn from the board before
+//!    anything else happens;
+//! 3. a new lease of a node starts after every earlier lease of that node ended (the table
+//!    enforces it too), and after the high-water mark of any lease this server published, even
+//!    one whose row is gone;
+//! 4. a lease written but never confirmed durable was never used, so its row, if it survived,
+//!    is deleted rather than counted as used;
+//! 5. an old lease row is deleted only when the row of a published lease that starts after it
+//!    keeps its bound: a row deleted by rule 4 must never have been the one keeping a bound.
+
+use core::fmt;
+
+use crate::layout::MAX_NODE;
+use crate::lease::{Lease, Terms};
+
+/// Where a server's nodes come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeSource {
+    /// The server's own range `first..=last`, leased in its own table. After a restart the
+    /// server resumes right after its own leases' high-water marks.
+    Range {
+        /// First node of the range.
+        first: u32,
+        /// Last node of the range (inclusive).
+        last: u32,
+    },
+    /// One block of a pool shared by a fleet, leased from the fleet's one table. A block is
+    /// never resumed: a restarted server takes whatever block is free.
+    Fleet {
+        /// First node of the pool.
+        pool_first: u32,
+        /// Last node of the pool (inclusive).
+        pool_last: u32,
+        /// Nodes per block; the last block may be shorter.
+        block_size: u32,
+        /// Spreads servers that start together over the blocks: among blocks free equally soon,
+        /// the one this many places after the first is taken (a hash of the server's identity).
+        preference: u64,
+    },
+}
+
+/// A lease row in the table, as this server names it (the table also keys it by holder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseKey {
+    /// First node of the leased block.
+    pub first_node: u32,
+    /// First second of the lease.
+    pub start: u64,
+}
+
+impl From<&Lease> for LeaseKey {
+    fn from(lease: &Lease) -> Self {
+        Self { first_node: lease.first_node, start: lease.start }
+    }
+}
+
+/// A lease row's values that can change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredLease {
+    /// Last node of the block.
+    pub last_node: u32,
+    /// Last second of the lease.
+    pub end: u64,
+    /// The high-water mark.
+    pub used_through: u64,
+}
+
+/// What is under the lease table's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableCheck {
+    /// No table of that name: nothing to refuse, nothing to use.
+    Missing,
+    /// The table is one the keeper may use.
+    Trusted,
+    /// A table the keeper must not touch; why.
+    Refused(String),
+}
+
+/// How a commit ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// Committed as durably as the server storing it is configured to commit.
+    Durable,
+    /// Committed locally at least, but whether durably is not known: the wait for synchronous
+    /// standbys was interrupted, say. Counts as not granted.
+    Uncertain,
+}
+
+/// A failure of the lease table or the way to it; the tick's transaction is then abandoned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The lease table as one transaction of the keeper sees it: every call runs in the tick's one
+/// transaction, which [`LeaseStore::commit`] ends. A store knows which holder it writes for.
+pub trait LeaseStore {
+    /// Whether the keeper may use the table.
+    fn check_table(&mut self) -> Result<TableCheck, StoreError>;
+    /// The row of this holder's lease `key`, or `None` if it is gone.
+    fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError>;
+    /// Moves the end and high-water mark of this holder's lease `key` to at least `end` and
+    /// `used_through` (never back), if it has not ended before `now`; its values afterwards, or
+    /// `None` if the row is gone or ended.
+    fn renew(&mut self, key: LeaseKey, end: u64, used_through: u64, now: u64)
+        -> Result<Option<(u64, u64)>, StoreError>;
+    /// Deletes this holder's lease `key`, if there.
+    fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError>;
+    /// Ends this holder's leases of nodes overlapping `first..=last` at their high-water marks,
+    /// and deletes those that were never used: no process that used them survives a restart.
+    fn end_own_leases(&mut self, first: u32, last: u32) -> Result<(), StoreError>;
+    /// `(first_node, last_node, end)` of every lease, whoever holds it, of nodes overlapping
+    /// `first..=last`.
+    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError>;
+    /// Writes a new lease of this holder.
+    fn insert(&mut self, lease: &Lease) -> Result<(), StoreError>;
+    /// Deletes the leases, whoever holds them, of nodes wholly inside `lease`'s block that ended
+    /// before `before`: older leases whose every bound `lease`'s row keeps, since it starts
+    /// after them. They only make the table grow.
+    fn prune_inside(&mut self, lease: &Lease, before: u64) -> Result<(), StoreError>;
+    /// Commits the transaction.
+    fn commit(&mut self) -> Result<Commit, StoreError>;
+}
+
+/// What the server remembers of its lease across restarts of the keeper, and shows its
+/// backends: PostgreSQL's shared memory in randflake_pg. Lost only with the whole server.
+pub trait Board {
+    /// The lease backends may issue under, if any.
+    fn published(&self) -> Option<Lease>;
+    /// The last lease published since the server started, even if withdrawn since: its nodes
+    /// may have issued IDs up to its high-water mark, whatever the table now says.
+    fn last_published(&self) -> Option<Lease>;
+    /// Publishes `lease`; `renewal`: the published lease with a later end or mark, whose
+    /// backends keep their nodes.
+    fn publish(&mut self, lease: Lease, renewal: bool);
+    /// Stops backends from issuing under the published lease.
+    fn withdraw(&mut self);
+    /// Leases written whose commits were not known durable, and which were never published.
+    fn unconfirmed(&self) -> Vec<LeaseKey>;
+    /// Remembers one more such lease; the board may forget the oldest when full, which costs
+    /// only the seconds that lease blocks.
+    fn remember_unconfirmed(&mut self, key: LeaseKey);
+    /// Forgets them all: their rows are known deleted.
+    fn forget_unconfirmed(&mut self);
+}
+
+/// Why a published lease was withdrawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// Its row is gone from the table.
+    Gone,
+    /// Its row's end or high-water mark moved back: a renewal was lost.
+    CutShort,
+    /// It ended before it could be renewed.
+    Expired,
+}
+
+/// What one tick did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The published lease is intact and needed no write.
+    Holding,
+    /// The published lease, renewed as stored.
+    Renewed(Lease),
+    /// A new lease, taken and published.
+    Taken(Lease),
+    /// The lease table does not exist (yet).
+    NoTable,
+    /// The lease table exists but must not be used; why.
+    Refused(String),
+    /// A write was committed, but not known durably: nothing was published.
+    Unconfirmed,
+    /// No lease can start at or before the last second an ID can carry.
+    PastLastSecond,
+    /// The lease table, or the way to it, failed.
+    Failed(StoreError),
+}
+
+/// What one tick did, and the lease it withdrew first, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tick {
+    /// A published lease withdrawn during the tick, and why.
+    pub withdrawn: Option<(Lease, Withdrawal)>,
+    /// How the tick ended.
+    pub outcome: Outcome,
+}
+
+/// The keeper of one server's lease.
+#[derive(Clone, Debug)]
+pub struct Keeper {
+    source: NodeSource,
+    terms: Terms,
+}
+
+impl Keeper {
+    /// A keeper for nodes from `source`, leased on `terms`.
+    pub fn new(source: NodeSource, terms: Terms) -> Self {
+        Self { source, terms }
+    }
+
+    /// One tick at clock reading `now`: checks the table, renews or withdraws the published
+    /// lease, takes a new one if there is none, commits, and publishes only what committed
+    /// durably. The caller abandons the transaction if the tick failed.
+    pub fn tick(&self, now: u64, store: &mut impl LeaseStore, board: &mut impl Board) -> Tick {
+        let mut withdrawn = None;
+        let outcome = self.step(now, store, board, &mut withdrawn).unwrap_or_else(Outcome::Failed);
+        Tick { withdrawn, outcome }
+    }
+
+    fn step(
+        &self,
+        now: u64,
+        store: &mut impl LeaseStore,
+        board: &mut impl Board,
+        withdrawn: &mut Option<(Lease, Withdrawal)>,
+    ) -> Result<Outcome, StoreError> {
+        match store.check_table()? {
+            TableCheck::Missing => return Ok(Outcome::NoTable),
+            TableCheck::Refused(reason) => return Ok(Outcome::Refused(reason)),
+            TableCheck::Trusted => {}
+        }
+        // Rule 4: leases written but never confirmed were never used.
+        let unconfirmed = board.unconfirmed();
+        for key in &unconfirmed {
+            store.delete(*key)?;
+        }
+        if let Some(lease) = board.published() {
+            let key = LeaseKey::from(&lease);
+            let withdrawal = match store.stored(key)? {
+                None => Withdrawal::Gone,
+                Some(stored) if !intact(&stored, &lease) => Withdrawal::CutShort,
+                Some(_) => match self.terms.renewal(&lease, now) {
+                    None => {
+                        return Ok(match self.commit(store, board, &unconfirmed)? {
+                            Commit::Durable | Commit::Uncertain => Outcome::Holding,
+                        })
+                    }
+                    Some((end, used_through)) => match store.renew(key, end, used_through, now)? {
+                        Some((end, used_through)) => {
+                            let renewed = Lease { end, used_through, ..lease };
+                            // Rule 5: older leases of the block go only in the shadow of a
+                            // published lease, whose row is durable and never deleted as
+                            // unconfirmed; and only those that ended before now, since one
+                            // ending later, before this lease starts, may still be in use.
+                            store.prune_inside(&renewed, now.min(renewed.start))?;
+                            return Ok(if granted(self.commit(store, board, &unconfirmed)?) {
+                                board.publish(renewed, true);
+                                Outcome::Renewed(renewed)
+                            } else {
+                                Outcome::Unconfirmed
+                            });
+                        }
+                        None => Withdrawal::Expired,
+                    },
+                },
+            };
+            // Rule 2: the backends stop before anything else is tried.
+            board.withdraw();
+            *withdrawn = Some((lease, withdrawal));
+        }
+        let Some(lease) = self.new_lease(now, store, board)? else { return Ok(Outcome::PastLastSecond) };
+        // Remembered before the insert: a keeper that dies before knowing the commit's outcome
+        // leaves the next one the row to delete.
+        board.remember_unconfirmed(LeaseKey::from(&lease));
+        store.insert(&lease)?;
+        Ok(if granted(self.commit(store, board, &unconfirmed)?) {
+            board.forget_unconfirmed();
+            board.publish(lease, false);
+            Outcome::Taken(lease)
+        } else {
+            Outcome::Unconfirmed
+        })
+    }
+
+    /// Commits; a durable commit also confirms the deletion of the unconfirmed leases.
+    fn commit(
+        &self,
+        store: &mut impl LeaseStore,
+        board: &mut impl Board,
+        deleted: &[LeaseKey],
+    ) -> Result<Commit, StoreError> {
+        let commit = store.commit()?;
+        if commit == Commit::Durable && !deleted.is_empty() && board.unconfirmed() == deleted {
+            board.forget_unconfirmed();
+        }
+        Ok(commit)
+    }
+
+    /// The lease to take now, or `None` past the last second an ID can carry.
+    fn new_lease(
+        &self,
+        now: u64,
+        store: &mut impl LeaseStore,
+        board: &impl Board,
+    ) -> Result<Option<Lease>, StoreError> {
+        // Rule 3: a lease published earlier in this server's life (its row deleted, the
+        // extension dropped and created again, a coordinator that lost it) still bounds the
+        // seconds its nodes may have used; it says nothing about other nodes.
+        let withdrawn = board.last_published();
+        let (first, last, latest_end) = match self.source {
+            NodeSource::Range { first, last } => {
+                store.end_own_leases(first, last)?;
+                (first, last, latest_end(&store.leases_of(first, last)?))
+            }
+            NodeSource::Fleet { pool_first, pool_last, block_size, preference } => {
+                let blocks = Blocks::new(pool_first, pool_last, block_size);
+                let leases = store.leases_of(pool_first, pool_last)?;
+                blocks.soonest_free(&leases, now, withdrawn, preference)
+            }
+        };
+        let withdrawn_bound =
+            withdrawn.filter(|old| old.first_node <= last && first <= old.last_node).map(|old| old.used_through);
+        Ok(self.terms.new_lease(first, last, now, latest_end.max(withdrawn_bound)))
+    }
+}
+
+/// Rule 1: whether a commit grants what it wrote. The `fault-grant-uncertain-commits` feature
+/// breaks the rule on purpose, for the fleet simulation's proof that it finds the duplicates
+/// this rule prevents; no build of randflake_pg enables it.
+fn granted(commit: Commit) -> bool {
+    commit == Commit::Durable || cfg!(feature = "fault-grant-uncertain-commits")
+}
+
+/// Whether a stored row still says at least what was published.
+fn intact(stored: &StoredLease, lease: &Lease) -> bool {
+    stored.last_node == lease.last_node && stored.end >= lease.end && stored.used_through >= lease.used_through
+}
+
+fn latest_end(leases: &[(u32, u32, u64)]) -> Option<u64> {
+    leases.iter().map(|&(_, _, end)| end).max()
+}
+
+/// A fleet's pool cut into blocks.
+struct Blocks {
+    pool_first: u32,
+    pool_last: u32,
+    size: u32,
+    count: u32,
+}
+
+impl Blocks {
+    fn new(pool_first: u32, pool_last: u32, block_size: u32) -> Self {
+        let pool_last = pool_last.min(MAX_NODE).max(pool_first);
+        let size = block_size.clamp(1, pool_last - pool_first + 1);
+        Self { pool_first, pool_last, size, count: (pool_last - pool_first) / size + 1 }
+    }
+
+    fn block(&self, index: u32) -> (u32, u32) {
+        let first = self.pool_first + index * self.size;
+        (first, (first + self.size - 1).min(self.pool_last))
+    }
+
+    fn index_of(&self, node: u32) -> u32 {
+        (node.clamp(self.pool_first, self.pool_last) - self.pool_first) / self.size
+    }
+
+    /// The block that can start soonest, and the latest end of any lease of its nodes. A
+    /// block's start is after its latest lease, and after `withdrawn`'s high-water mark if it
+    /// overlaps it; ties go to the block `preference` places on.
+    fn soonest_free(
+        &self,
+        leases: &[(u32, u32, u64)],
+        now: u64,
+        withdrawn: Option<Lease>,
+        preference: u64,
+    ) -> (u32, u32, Option<u64>) {
+        let mut latest: Vec<Option<u64>> = vec![None; self.count as usize];
+        for &(first, last, end) in leases {
+            if last < self.pool_first || first > self.pool_last {
+                continue;
+            }
+            for index in self.index_of(first)..=self.index_of(last) {
+                let slot = &mut latest[index as usize];
+                *slot = Some(slot.map_or(end, |known| known.max(end)));
+            }
+        }
+        let start = |index: u32| {
+            let (first, last) = self.block(index);
+            let after_withdrawn = withdrawn
+                .filter(|old| old.first_node <= last && first <= old.last_node)
+                .map_or(0, |old| old.used_through + 1);
+            now.max(latest[index as usize].map_or(0, |end| end + 1)).max(after_withdrawn)
+        };
+        let rank = |index: u32| {
+            (
+                start(index),
+                (u64::from(index) + u64::from(self.count) - preference % u64::from(self.count)) % u64::from(self.count),
+            )
+        };
+        let best = (0..self.count).min_by_key(|&index| rank(index)).unwrap_or(0);
+        let (first, last) = self.block(best);
+        (first, last, latest[best as usize])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::HIGH_WATER_LEAD;
+    use std::collections::BTreeMap;
+
+    const T: u64 = 1_800_000_000;
+
+    /// One server's own lease table, with commits that can be made uncertain.
+    #[derive(Default)]
+    struct Table {
+        rows: BTreeMap<LeaseKey, (u32, u64, u64)>,
+        next_commit: Option<Commit>,
+    }
+
+    /// One server's shared memory.
+    #[derive(Default)]
+    struct Shm {
+        published: Option<Lease>,
+        last_published: Option<Lease>,
+        unconfirmed: Vec<LeaseKey>,
+    }
+
+    impl LeaseStore for Table {
+        fn check_table(&mut self) -> Result<TableCheck, StoreError> {
+            Ok(TableCheck::Trusted)
+        }
+        fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError> {
+            Ok(self.rows.get(&key).map(|&(last_node, end, used_through)| StoredLease { last_node, end, used_through }))
+        }
+        fn renew(&mut self, key: LeaseKey, end: u64, used: u64, now: u64) -> Result<Option<(u64, u64)>, StoreError> {
+            Ok(self.rows.get_mut(&key).filter(|row| row.1 >= now).map(|row| {
+                row.1 = row.1.max(end);
+                row.2 = row.2.max(used);
+                (row.1, row.2)
+            }))
+        }
+        fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError> {
+            self.rows.remove(&key);
+            Ok(())
+        }
+        fn end_own_leases(&mut self, _first: u32, _last: u32) -> Result<(), StoreError> {
+            self.rows.retain(|key, row| row.2 >= key.start);
+            for row in self.rows.values_mut() {
+                row.1 = row.1.min(row.2);
+            }
+            Ok(())
+        }
+        fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError> {
+            Ok(self
+                .rows
+                .iter()
+                .filter(|(key, row)| key.first_node <= last && row.0 >= first)
+                .map(|(key, row)| (key.first_node, row.0, row.1))
+                .collect())
+        }
+        fn insert(&mut self, lease: &Lease) -> Result<(), StoreError> {
+            self.rows.insert(lease.into(), (lease.last_node, lease.end, lease.used_through));
+            Ok(())
+        }
+        fn prune_inside(&mut self, lease: &Lease, before: u64) -> Result<(), StoreError> {
+            self.rows
+                .retain(|key, row| !(key.first_node >= lease.first_node && row.0 <= lease.last_node && row.1 < before));
+            Ok(())
+        }
+        fn commit(&mut self) -> Result<Commit, StoreError> {
+            Ok(self.next_commit.take().unwrap_or(Commit::Durable))
+        }
+    }
+
+    impl Board for Shm {
+        fn published(&self) -> Option<Lease> {
+            self.published
+        }
+        fn last_published(&self) -> Option<Lease> {
+            self.last_published
+        }
+        fn publish(&mut self, lease: Lease, _renewal: bool) {
+            self.published = Some(lease);
+            self.last_published = Some(lease);
+        }
+        fn withdraw(&mut self) {
+            self.published = None;
+        }
+        fn unconfirmed(&self) -> Vec<LeaseKey> {
+            self.unconfirmed.clone()
+        }
+        fn remember_unconfirmed(&mut self, key: LeaseKey) {
+            self.unconfirmed.push(key);
+        }
+        fn forget_unconfirmed(&mut self) {
+            self.unconfirmed.clear();
+        }
+    }
+
+    fn range_keeper() -> Keeper {
+        Keeper::new(
+            NodeSource::Range { first: 0, last: 9 },
+            Terms { length: 60, high_water_lead: Some(HIGH_WATER_LEAD) },
+        )
+    }
+
+    #[cfg(not(feature = "fault-grant-uncertain-commits"))]
+    #[test]
+    fn a_lease_is_published_only_once_its_commit_is_durable() {
+        let keeper = range_keeper();
+        let (mut table, mut shm) = (Table { next_commit: Some(Commit::Uncertain), ..Table::default() }, Shm::default());
+        assert_eq!(keeper.tick(T, &mut table, &mut shm).outcome, Outcome::Unconfirmed);
+        assert_eq!(shm.published, None, "an uncertain commit is not granted");
+        assert_eq!(shm.unconfirmed.len(), 1);
+        // The next tick deletes the unconfirmed row, so its seconds are not counted as used.
+        let Outcome::Taken(lease) = keeper.tick(T + 1, &mut table, &mut shm).outcome else { panic!("no lease taken") };
+        assert_eq!(lease.start, T + 1, "the unconfirmed lease pushed the next one back");
+        assert_eq!(shm.published, Some(lease));
+        assert!(shm.unconfirmed.is_empty());
+        assert_eq!(table.rows.len(), 1);
+    }
+
+    #[cfg(not(feature = "fault-grant-uncertain-commits"))]
+    #[test]
+    fn an_uncertain_renewal_keeps_the_published_lease() {
+        let keeper = range_keeper();
+        let (mut table, mut shm) = (Table::default(), Shm::default());
+        let Outcome::Taken(lease) = keeper.tick(T, &mut table, &mut shm).outcome else { panic!("no lease taken") };
+        table.next_commit = Some(Commit::Uncertain);
+        assert_eq!(keeper.tick(T + 6, &mut table, &mut shm).outcome, Outcome::Unconfirmed);
+        assert_eq!(shm.published, Some(lease), "the uncertain mark was not published");
+        let Outcome::Renewed(renewed) = keeper.tick(T + 7, &mut table, &mut shm).outcome else { panic!("not renewed") };
+        assert_eq!(renewed.used_through, T + 7 + HIGH_WATER_LEAD);
+    }
+
+    #[test]
+    fn a_lease_whose_row_moved_back_is_withdrawn_before_another_is_taken() {
+        let keeper = range_keeper();
+        let (mut table, mut shm) = (Table::default(), Shm::default());
+        let Outcome::Taken(lease) = keeper.tick(T, &mut table, &mut shm).outcome else { panic!("no lease taken") };
+        table.rows.get_mut(&LeaseKey::from(&lease)).unwrap().2 -= 1;
+        let tick = keeper.tick(T + 1, &mut table, &mut shm);
+        assert_eq!(tick.withdrawn, Some((lease, Withdrawal::CutShort)));
+        let Outcome::Taken(next) = tick.outcome else { panic!("no lease taken") };
+        assert!(next.start > lease.used_through, "the withdrawn lease's seconds are not reused");
+    }
+
+    #[test]
+    fn a_lease_taken_for_later_leaves_the_current_one_of_its_block_alone() {
+        let fleet = Keeper::new(
+            NodeSource::Fleet { pool_first: 0, pool_last: 9, block_size: 10, preference: 0 },
+            Terms { length: 60, high_water_lead: None },
+        );
+        let (mut table, mut holder, mut waiting) = (Table::default(), Shm::default(), Shm::default());
+        let Outcome::Taken(current) = fleet.tick(T, &mut table, &mut holder).outcome else { panic!("no lease taken") };
+        // Another server, the pool's only block busy, leases it from the end of the current lease.
+        let Outcome::Taken(next) = fleet.tick(T + 1, &mut table, &mut waiting).outcome else { panic!("no lease") };
+        assert_eq!(next.start, current.end + 1);
+        assert!(table.rows.contains_key(&LeaseKey::from(&current)), "a live lease was pruned");
+        assert_eq!(fleet.tick(T + 2, &mut table, &mut holder), Tick { withdrawn: None, outcome: Outcome::Holding });
+    }
+
+    #[test]
+    fn older_leases_of_a_block_go_once_the_lease_after_them_is_renewed() {
+        let fleet = Keeper::new(
+            NodeSource::Fleet { pool_first: 0, pool_last: 9, block_size: 10, preference: 0 },
+            Terms { length: 60, high_water_lead: None },
+        );
+        let old = LeaseKey { first_node: 0, start: T - 100 };
+        let mut table = Table::default();
+        table.rows.insert(old, (9, T - 50, T - 50));
+        let mut shm = Shm::default();
+        let Outcome::Taken(lease) = fleet.tick(T, &mut table, &mut shm).outcome else { panic!("no lease taken") };
+        assert!(table.rows.contains_key(&old), "taking a lease prunes nothing");
+        assert!(matches!(fleet.tick(lease.start + 41, &mut table, &mut shm).outcome, Outcome::Renewed(_)));
+        assert!(!table.rows.contains_key(&old), "the renewal pruned the older lease");
+        assert_eq!(table.rows.len(), 1);
+    }
+
+    #[test]
+    fn fleet_blocks_are_taken_soonest_free_then_by_preference() {
+        let blocks = Blocks::new(0, 99, 10);
+        assert_eq!(blocks.count, 10);
+        // Block 0 leased until T + 5, block 1 free: block 1 first, whatever the preference.
+        assert_eq!(blocks.soonest_free(&[(0, 9, T + 5)], T, None, 0), (10, 19, None));
+        // All free: the preferred one.
+        assert_eq!(blocks.soonest_free(&[], T, None, 3), (30, 39, None));
+        // All leased: the one whose lease ends first, with its end.
+        let leases: Vec<(u32, u32, u64)> = (0..10).map(|b| (b * 10, b * 10 + 9, T + 100 - u64::from(b))).collect();
+        assert_eq!(blocks.soonest_free(&leases, T, None, 0), (90, 99, Some(T + 91)));
+        // A lease spanning two blocks counts for both.
+        assert_eq!(blocks.soonest_free(&[(5, 14, T + 9)], T, None, 0), (20, 29, None));
+        // The last block is shorter.
+        assert_eq!(Blocks::new(0, 24, 10).block(2), (20, 24));
+    }
+}
