@@ -49,6 +49,47 @@ REVOKE ALL ON FUNCTION randflake.require_synchronous_standbys() FROM PUBLIC;
 CREATE CONSTRAINT TRIGGER require_synchronous_standbys AFTER INSERT OR UPDATE ON randflake.node_leases
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION randflake.require_synchronous_standbys();
 
+-- Application leases: nodes of the application pool (randflake.app_node_id_min..max) leased to
+-- processes that make IDs with a Randflake port, in the same lease table as the servers'. As
+-- pgrx declares them from src/functions.rs: in a fresh install pgrx has already created them and
+-- these statements replace them with the same definitions.
+CREATE OR REPLACE FUNCTION @extschema@.randflake_lease_acquire(holder text, seconds integer DEFAULT 600)
+RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_lease_acquire_wrapper';
+
+CREATE OR REPLACE FUNCTION @extschema@.randflake_lease_extend(holder text, node_id integer, seconds integer DEFAULT 600)
+RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_lease_extend_wrapper';
+
+CREATE OR REPLACE FUNCTION @extschema@.randflake_lease_release(holder text, node_id integer) RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_lease_release_wrapper';
+
+CREATE OR REPLACE FUNCTION @extschema@.randflake_app_leases()
+RETURNS TABLE (pool_first integer, pool_last integer, leases_held integer, nodes_free integer, soonest_end timestamp with time zone)
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_app_leases_wrapper';
+
+COMMENT ON FUNCTION @extschema@.randflake_lease_acquire(text, integer) IS
+'Leases a free node of the application pool to holder for seconds from now (default 600, at least 1): returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive). The holder is kept under the calling role; the lease counts once committed, so the function refuses to run inside a transaction block. Call it in randflake.database. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_lease_extend(text, integer, integer) IS
+'Moves the end of holder''s live lease of node_id to seconds from now (never earlier), keeping its node and start: the reference ports'' extend_lease. Fails once the lease has ended or was taken back; the application must then stop issuing with that node. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_lease_release(text, integer) IS
+'Gives holder''s lease of node_id back: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. Returns false if the lease had already ended. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
+'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, or outside randflake.database. For superusers and pg_monitor.';
+
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_lease_acquire(text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_lease_extend(text, integer, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_lease_release(text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_app_leases() FROM PUBLIC;
+
 -- Default privileges: PostgreSQL applies the ALTER DEFAULT PRIVILEGES of the role that creates
 -- an object, so every object an install or upgrade script creates also gets what those name.
 -- Up to 0.4.0 the scripts only revoked from PUBLIC, which left the decoders (which reveal what
@@ -104,6 +145,7 @@ BEGIN
     GRANT USAGE ON SCHEMA randflake TO pg_monitor;
     GRANT SELECT ON randflake.node_leases TO pg_monitor;
     GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
+    GRANT EXECUTE ON FUNCTION @extschema@.randflake_app_leases() TO pg_monitor;
 END
 $$;
 COMMENT ON FUNCTION randflake.revoke_default_privileges() IS

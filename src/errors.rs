@@ -51,6 +51,28 @@ pub enum Error {
     /// value came from inside a function, a DO block or a run-time call, where a caller could
     /// catch an ERROR and have the statement's text recorded as run.
     SecretThroughSql { ends_session: bool },
+    /// `randflake.app_node_id_min`/`max` are half set, reversed, or overlap the node range.
+    AppPoolInvalid { app: (i32, i32), nodes: (u32, u32) },
+    /// An application lease function was called, but no application pool is configured.
+    NoAppPool,
+    /// An application lease function was called outside `randflake.database`.
+    AppLeaseDatabase { database: String },
+    /// An application lease function was called inside an explicit transaction block.
+    AppLeaseInTransaction { function: &'static str },
+    /// A NULL argument to an application lease function.
+    AppLeaseNull { argument: &'static str },
+    /// An application lease argument out of range; why.
+    AppLeaseArgument { reason: String },
+    /// Every node of the application pool is leased.
+    AppPoolExhausted { first: u32, last: u32 },
+    /// The calling role already holds `randflake.app_leases_per_role` live leases.
+    AppRoleQuota { role: String, limit: u32 },
+    /// The holder holds no lease of that node.
+    AppLeaseNotHeld { node: i32, holder: String },
+    /// The holder's lease of that node has ended.
+    AppLeaseEnded { node: i32, holder: String, last: u64 },
+    /// Another server leased the chosen node at the same moment.
+    AppLeaseRace { node: u32 },
 }
 
 impl Error {
@@ -72,6 +94,16 @@ impl Error {
             Self::NoFreeNode { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             Self::InvalidIdString { .. } => ERRCODE_INVALID_TEXT_REPRESENTATION,
             Self::SecretThroughSql { .. } => ERRCODE_CANT_CHANGE_RUNTIME_PARAM,
+            Self::AppPoolInvalid { .. } => ERRCODE_CONFIG_FILE_ERROR,
+            Self::NoAppPool
+            | Self::AppLeaseDatabase { .. }
+            | Self::AppLeaseNotHeld { .. }
+            | Self::AppLeaseEnded { .. } => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            Self::AppLeaseInTransaction { .. } => ERRCODE_ACTIVE_SQL_TRANSACTION,
+            Self::AppLeaseNull { .. } => ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            Self::AppLeaseArgument { .. } => ERRCODE_INVALID_PARAMETER_VALUE,
+            Self::AppPoolExhausted { .. } | Self::AppRoleQuota { .. } => ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            Self::AppLeaseRace { .. } => ERRCODE_T_R_SERIALIZATION_FAILURE,
         }
     }
 
@@ -125,6 +157,31 @@ impl Error {
             Self::SecretThroughSql { ends_session: true } => {
                 "randflake.secret cannot be given a value through SQL; the session ends, so that no caller can catch this error".into()
             }
+            Self::AppPoolInvalid { app: (first, last), nodes: (node_first, node_last) } => format!(
+                "randflake.app_node_id_min..randflake.app_node_id_max ({first}..{last}) must be both -1, or an ascending range outside randflake.node_id_min..randflake.node_id_max ({node_first}..{node_last})"
+            ),
+            Self::NoAppPool => "randflake_pg leases no nodes to applications on this server: no application pool is configured".into(),
+            Self::AppLeaseDatabase { database } => {
+                format!("application leases are kept in database \"{database}\" (randflake.database), not in this one")
+            }
+            Self::AppLeaseInTransaction { function } => {
+                format!("{function}() must run in a transaction of its own, not inside a transaction block")
+            }
+            Self::AppLeaseNull { argument } => format!("the {argument} of an application lease must not be NULL"),
+            Self::AppLeaseArgument { reason } => format!("invalid application lease: {reason}"),
+            Self::AppPoolExhausted { first, last } => {
+                format!("no free node in the application pool: all {} nodes of {first}..{last} are leased", last - first + 1)
+            }
+            Self::AppRoleQuota { role, limit } => {
+                format!("role \"{}\" already holds {limit} application leases, its limit", quoted_excerpt(role))
+            }
+            Self::AppLeaseNotHeld { node, holder } => {
+                format!("holder \"{}\" holds no lease of node {node}", quoted_excerpt(holder))
+            }
+            Self::AppLeaseEnded { node, holder, last } => {
+                format!("the lease of node {node} by holder \"{}\" ended with second {last}", quoted_excerpt(holder))
+            }
+            Self::AppLeaseRace { node } => format!("another server leased node {node} at the same moment"),
         }
     }
 
@@ -188,6 +245,36 @@ impl Error {
             Self::SecretThroughSql { .. } => {
                 "Write the secret into the file named by randflake.secret_file, readable only by the server's user (or into postgresql.conf, by hand), then reload. The text of SQL statements is kept where monitoring roles can read it: pg_stat_activity, pg_stat_statements and the server log.".into()
             }
+            Self::AppPoolInvalid { .. } => {
+                "Set both to -1 (no application pool), or to a range of nodes that no server of the fleet issues with, the same on every member; then start the server.".into()
+            }
+            Self::NoAppPool => {
+                "Set randflake.app_node_id_min and randflake.app_node_id_max to a range outside the servers' nodes in postgresql.conf, and restart.".into()
+            }
+            Self::AppLeaseDatabase { database } => format!(
+                "Connect to database \"{database}\", where the lease keeper keeps this server's leases, and call the function there."
+            )
+            .into(),
+            Self::AppLeaseInTransaction { .. } => {
+                "Call it in autocommit mode. A lease counts only once committed: inside a transaction block, a later rollback would take back a lease the application already uses.".into()
+            }
+            Self::AppLeaseNull { .. } => "Pass the holder's name, the node and a number of seconds.".into(),
+            Self::AppLeaseArgument { .. } => {
+                "A holder is 1 to 200 bytes of text without control characters; seconds run from 1 to the last second an ID can carry (2058-11-05); the node is one of the application pool's.".into()
+            }
+            Self::AppPoolExhausted { .. } => {
+                "Widen the application pool (randflake.app_node_id_min..randflake.app_node_id_max, restart needed), release leases no longer used, or lease for fewer seconds so that nodes come back sooner.".into()
+            }
+            Self::AppRoleQuota { .. } => {
+                "Release the leases this role no longer uses (randflake_lease_release), let them end, or ask the DBA to raise randflake.app_leases_per_role.".into()
+            }
+            Self::AppLeaseNotHeld { .. } => {
+                "A holder extends or releases only what randflake_lease_acquire() gave it, under the same role; acquire a new lease.".into()
+            }
+            Self::AppLeaseEnded { .. } => {
+                "The application must stop issuing IDs with that node now, and acquire a new lease.".into()
+            }
+            Self::AppLeaseRace { .. } => "Try again: another node will be chosen.".into(),
         }
     }
 
@@ -237,7 +324,7 @@ pub mod catalog {
     use super::*;
 
     /// How many kinds of [`Error`] there are; [`kind`] numbers them below this.
-    pub const KINDS: usize = 16;
+    pub const KINDS: usize = 27;
 
     /// A number for each kind of error. A new variant fails to compile here until it is given
     /// one, and then the table test until [`one_of_each`] has an example of it.
@@ -259,6 +346,17 @@ pub mod catalog {
             Error::InvalidIdString { .. } => 13,
             Error::SecretThroughSql { ends_session: false } => 14,
             Error::SecretThroughSql { ends_session: true } => 15,
+            Error::AppPoolInvalid { .. } => 16,
+            Error::NoAppPool => 17,
+            Error::AppLeaseDatabase { .. } => 18,
+            Error::AppLeaseInTransaction { .. } => 19,
+            Error::AppLeaseNull { .. } => 20,
+            Error::AppLeaseArgument { .. } => 21,
+            Error::AppPoolExhausted { .. } => 22,
+            Error::AppLeaseNotHeld { .. } => 23,
+            Error::AppLeaseEnded { .. } => 24,
+            Error::AppLeaseRace { .. } => 25,
+            Error::AppRoleQuota { .. } => 26,
         }
     }
 
@@ -282,6 +380,17 @@ pub mod catalog {
             Error::InvalidIdString { input: "00".into(), reason: ParseIdError::LeadingZero },
             Error::SecretThroughSql { ends_session: false },
             Error::SecretThroughSql { ends_session: true },
+            Error::AppPoolInvalid { app: (0, 200), nodes: (0, 131071) },
+            Error::NoAppPool,
+            Error::AppLeaseDatabase { database: "postgres".into() },
+            Error::AppLeaseInTransaction { function: "randflake_lease_acquire" },
+            Error::AppLeaseNull { argument: "holder" },
+            Error::AppLeaseArgument { reason: "a lease must last at least 1 second, not 0".into() },
+            Error::AppPoolExhausted { first: 200, last: 263 },
+            Error::AppLeaseNotHeld { node: 201, holder: "worker-1".into() },
+            Error::AppLeaseEnded { node: 201, holder: "worker-1".into(), last: 1_800_000_000 },
+            Error::AppLeaseRace { node: 201 },
+            Error::AppRoleQuota { role: "orders_service".into(), limit: 8 },
         ]
     }
 

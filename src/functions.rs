@@ -6,7 +6,7 @@ use randflake::{codec, Parts};
 
 use crate::errors::Error;
 use crate::shmem::node_table;
-use crate::{generation, secret, status};
+use crate::{app_leases, generation, secret, status};
 
 /// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
@@ -158,4 +158,62 @@ fn randflake_to_string(id: i64) -> String {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn randflake_from_string(s: &str) -> i64 {
     codec::decode(s).unwrap_or_else(|reason| Error::InvalidIdString { input: s.to_owned(), reason }.raise())
+}
+
+/// A node of the application pool, leased to `holder` for `seconds` from now: the window to pass
+/// to a Randflake port's `Lease(node_id, start, end_exclusive)`. EXECUTE is granted to nobody
+/// by default.
+#[pg_extern(volatile, parallel_unsafe)]
+fn randflake_lease_acquire(
+    holder: Option<&str>,
+    seconds: default!(Option<i32>, 600),
+) -> TableIterator<'static, (name!(node_id, i32), name!(lease_start, i64), name!(lease_end_exclusive, i64))> {
+    window_row(app_leases::acquire(holder, seconds))
+}
+
+/// `holder`'s lease of `node_id`, its end moved to `seconds` from now (never earlier).
+#[pg_extern(volatile, parallel_unsafe)]
+fn randflake_lease_extend(
+    holder: Option<&str>,
+    node_id: Option<i32>,
+    seconds: default!(Option<i32>, 600),
+) -> TableIterator<'static, (name!(node_id, i32), name!(lease_start, i64), name!(lease_end_exclusive, i64))> {
+    window_row(app_leases::extend(holder, node_id, seconds))
+}
+
+/// Gives `holder`'s lease of `node_id` back; false if it had already ended.
+#[pg_extern(volatile, parallel_unsafe)]
+fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
+    app_leases::release(holder, node_id)
+}
+
+fn window_row(
+    window: randflake::app_lease::AppWindow,
+) -> TableIterator<'static, (name!(node_id, i32), name!(lease_start, i64), name!(lease_end_exclusive, i64))> {
+    TableIterator::once((window.node as i32, window.start as i64, window.end_exclusive as i64))
+}
+
+/// The application pool, for monitoring: its nodes, the leases held, the nodes free now, and
+/// the soonest end of a held lease. No row without a pool, or outside randflake.database.
+/// EXECUTE is granted to pg_monitor only.
+#[pg_extern(volatile, parallel_unsafe)]
+fn randflake_app_leases() -> TableIterator<
+    'static,
+    (
+        name!(pool_first, i32),
+        name!(pool_last, i32),
+        name!(leases_held, i32),
+        name!(nodes_free, i32),
+        name!(soonest_end, Option<TimestampWithTimeZone>),
+    ),
+> {
+    TableIterator::new(app_leases::status().map(|status| {
+        (
+            status.pool.0 as i32,
+            status.pool.1 as i32,
+            status.held as i32,
+            status.free as i32,
+            status.soonest_end.map(timestamp_of),
+        )
+    }))
 }

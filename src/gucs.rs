@@ -24,6 +24,9 @@ static KEEPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(600);
 static FLEET_LEASE_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static FLEET_BLOCK_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
+static APP_NODE_ID_MIN: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static APP_NODE_ID_MAX: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static APP_LEASES_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 /// Where this server's node ids come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
@@ -166,6 +169,39 @@ pub fn define() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+    for (name, short, setting) in [
+        (
+            c"randflake.app_node_id_min",
+            c"Lowest node id that randflake_lease_acquire() leases to application processes; -1: none.",
+            &APP_NODE_ID_MIN,
+        ),
+        (
+            c"randflake.app_node_id_max",
+            c"Highest node id that randflake_lease_acquire() leases to application processes; -1: none.",
+            &APP_NODE_ID_MAX,
+        ),
+    ] {
+        GucRegistry::define_int_guc(
+            name,
+            short,
+            c"The application pool: nodes leased one at a time, in the same lease table as this server's own (in fleet mode, the fleet's), to processes that make IDs with a Randflake port. It must not overlap randflake.node_id_min..randflake.node_id_max (the server does not start otherwise), and must be the same on every member of a fleet.",
+            setting,
+            -1,
+            MAX_NODE as i32,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"randflake.app_leases_per_role",
+        c"Most application leases one role may hold at once; 0: no limit.",
+        c"A role granted randflake_lease_acquire() could otherwise lease the whole application pool and starve every other service.",
+        &APP_LEASES_PER_ROLE,
+        0,
+        MAX_NODE as i32 + 1,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"randflake.lease_seconds",
         c"Length of a node lease, in seconds.",
@@ -196,6 +232,35 @@ pub fn define() {
     }
     if node_source() == NodeSource::Fleet && fleet_lease_table().is_none() {
         crate::errors::Error::FleetWithoutLeaseTable.raise();
+    }
+    let (app, nodes) = ((APP_NODE_ID_MIN.get(), APP_NODE_ID_MAX.get()), node_range());
+    let app_pool_is_valid = match app {
+        (-1, -1) => true,
+        (first, last) if 0 <= first && first <= last => last < nodes.0 as i32 || first > nodes.1 as i32,
+        _ => false,
+    };
+    if !app_pool_is_valid {
+        crate::errors::Error::AppPoolInvalid { app, nodes }.raise();
+    }
+}
+
+/// The application pool, `first..=last`, if one is configured (checked at start-up).
+pub fn app_pool() -> Option<(u32, u32)> {
+    let (first, last) = (APP_NODE_ID_MIN.get(), APP_NODE_ID_MAX.get());
+    (first >= 0 && first <= last).then_some((first as u32, last as u32))
+}
+
+/// How many live application leases one role may hold; `None`: no limit.
+pub fn app_leases_per_role() -> Option<u32> {
+    u32::try_from(APP_LEASES_PER_ROLE.get()).ok().filter(|&limit| limit > 0)
+}
+
+/// The table leases are kept in: this server's own `randflake.node_leases`, or in fleet mode
+/// the fleet's table (normally a foreign table), as `(schema, table)`.
+pub fn lease_table() -> (String, String) {
+    match (node_source(), fleet_lease_table()) {
+        (NodeSource::Fleet, Some(name)) => name,
+        _ => ("randflake".to_owned(), "node_leases".to_owned()),
     }
 }
 

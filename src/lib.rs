@@ -8,6 +8,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
+mod app_leases;
 mod check_hooks;
 mod clock;
 mod errors;
@@ -63,7 +64,13 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.4.0--0.5.0.sql",
     name = "upgrade_to_0_5_0",
-    requires = ["upgrade_to_0_4_0"],
+    requires = [
+        "upgrade_to_0_4_0",
+        functions::randflake_lease_acquire,
+        functions::randflake_lease_extend,
+        functions::randflake_lease_release,
+        functions::randflake_app_leases
+    ],
     finalize
 );
 

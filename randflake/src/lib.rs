@@ -185,6 +185,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
+pub mod app_lease;
 pub mod backend;
 pub mod batch;
 pub mod codec;

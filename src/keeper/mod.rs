@@ -5,7 +5,7 @@
 mod bounds;
 mod holder;
 mod launcher;
-mod vetting;
+pub mod vetting;
 mod worker;
 
 use std::time::Duration;

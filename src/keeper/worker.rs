@@ -76,14 +76,15 @@ impl KeeperWorker {
         let node_source = gucs::node_source();
         let (first, last) = gucs::node_range();
         let identity = holder::identity();
-        let (source, (schema, table_name)) = match (node_source, gucs::fleet_lease_table()) {
-            (NodeSource::Fleet, Some(name)) => {
+        let (schema, table_name) = gucs::lease_table();
+        let source = match node_source {
+            NodeSource::Fleet => {
                 let size = gucs::fleet_block_size();
                 let blocks = u64::from((last - first) / size.clamp(1, last - first + 1) + 1);
                 let preference = holder::fnv1a(identity.as_bytes()) % blocks;
-                (Source::Fleet { pool_first: first, pool_last: last, block_size: size, preference }, name)
+                Source::Fleet { pool_first: first, pool_last: last, block_size: size, preference }
             }
-            _ => (Source::Range { first, last }, ("randflake".to_owned(), "node_leases".to_owned())),
+            _ => Source::Range { first, last },
         };
         let terms = Terms {
             length: gucs::lease_seconds(),

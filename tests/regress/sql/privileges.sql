@@ -10,6 +10,13 @@ SELECT f AS accessor,
        has_function_privilege('randflake_app', f, 'EXECUTE') AS app_may_call,
        has_function_privilege('randflake_auditor', f, 'EXECUTE') AS auditor_may_call
   FROM unnest(ARRAY['randflake_timestamp(bigint)', 'randflake_node_id(bigint)', 'randflake_sequence(bigint)']) AS f;
+-- Application leases write the lease table: no one but superusers until granted; monitoring the
+-- pool is pg_monitor's.
+SELECT f AS lease_function,
+       has_function_privilege('randflake_app', f, 'EXECUTE') AS app_may_call,
+       has_function_privilege('pg_monitor', f, 'EXECUTE') AS monitor_may_call
+  FROM unnest(ARRAY['randflake_lease_acquire(text,integer)', 'randflake_lease_extend(text,integer,integer)',
+                    'randflake_lease_release(text,integer)', 'randflake_app_leases()']) AS f;
 
 SET ROLE randflake_app;
 -- Generating and converting need no privilege.
@@ -20,6 +27,8 @@ SELECT statement, regress.error_of(statement) AS result
       'SELECT randflake_timestamp(1)',
       'SELECT randflake_node_id(1)',
       'SELECT randflake_sequence(1)',
+      'SELECT * FROM randflake_lease_acquire(''x'')',
+      'SELECT randflake_lease_release(''x'', 1)',
       'SHOW randflake.secret',
       'SHOW randflake.secret_file',
       'SELECT current_setting(''randflake.secret'')',
