@@ -39,7 +39,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors))
 
-.PHONY: help deps build install stage package install-package docs demo demo-stop demo-fleet test test-all test-server unit lint pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install stage package install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -51,10 +51,13 @@ help:
 	@echo "make demo-fleet    a pg_auto_failover coordinator and two members on loopback, IDs flowing through a failover (15 only)"
 	@echo "make test          formatting and lints, then every suite: unit, fuzz, #[pg_test], the package, pg_regress, integration, on a private copy of"
 	@echo "                   PostgreSQL; a server running on the installed library meanwhile must come through unharmed"
-	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, no module cycles (make test runs it)"
+	@echo "make check         the fast loop (under a minute on a warm tree): formatting, the module rules, the pure crate's"
+	@echo "                   tests with the fleet simulation, and the extension's tests that need no server"
+	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, the module rules (make test runs it)"
 	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
 	@echo "                   suites after the first major)"
-	@echo "make docs          rewrite docs/sql-reference.md from the installed extension (make test checks it)"
+	@echo "make docs          rewrite docs/errors.md's table from src/errors.rs and docs/sql-reference.md from the installed"
+	@echo "                   extension (make check and make test check them)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
 	@echo "make soak          load with kill -9, restarts and clock steps; SOAK_ARGS=\"--duration 600 --clients 32\""
@@ -93,7 +96,7 @@ demo-fleet: install
 # them and after installing a different build (a debug one) over it: same postmaster, no crash.
 test: deps
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory unit glue-unit
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
@@ -120,11 +123,22 @@ test-all:
 			PYTEST_ARGS="$(MAJOR_SENSITIVE_TESTS)" test-server; \
 	done
 
+# The fast loop: what needs neither a build of the extension for a server nor a server.
+check:
+	@tools/module-deps.py >/dev/null
+	cargo fmt --all --check
+	$(MAKE) --no-print-directory unit glue-unit
+
 # The pure crate's tests, the fleet simulation among them; then the simulation again with the
 # keeper's durability rule switched off, where it must find a duplicate.
 unit:
 	cargo test -p randflake --features serde
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
+
+# The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
+# settings' checks, shared-memory boards, the error declarations against docs/errors.md.
+glue-unit:
+	cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features -- --skip pg_tests::
 
 # Formatting (rustfmt.toml) of both crates and the fuzz targets, clippy with warnings denied on
 # both crates, the extension's #[pg_test]s included (each crate's lib.rs adds the unsafe lints),
@@ -150,6 +164,7 @@ server-tests:
 	$(STAGED) $(VENV)/bin/pytest $(or $(PYTEST_ARGS),tests/integration)
 
 docs: install
+	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features errors::tests
 	RANDFLAKE_WRITE_SQL_REFERENCE=1 $(VENV)/bin/pytest -q tests/integration/test_sql_reference.py
 
 installcheck:

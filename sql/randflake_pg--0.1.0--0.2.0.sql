@@ -7,7 +7,7 @@
 \echo Use "ALTER EXTENSION randflake_pg UPDATE" to load this file. \quit
 
 -- The lease table: which server may issue IDs with which nodes, in which seconds.
--- The lease keeper of each server writes it in its own transactions; see docs/dba-guide.md.
+-- The lease keeper of each server writes it in its own transactions; see docs/operating.md.
 
 CREATE SCHEMA randflake;
 COMMENT ON SCHEMA randflake IS

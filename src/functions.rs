@@ -1,5 +1,11 @@
 //! Every SQL-callable function of randflake_pg. Their SQL comments and grants are in
 //! `sql/comments_and_grants_0.1.0.sql` and the upgrade scripts after it.
+//!
+//! `randflake_next()`'s entry point is the one piece of hand-written `unsafe` outside `pg`,
+//! allowed item by item below, for the reason given on it.
+#![deny(unsafe_code)]
+
+use std::ffi::{CStr, CString};
 
 use pgrx::prelude::*;
 use randflake::{codec, Parts};
@@ -13,9 +19,9 @@ const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
 
 /// A new ID: unique across every server sharing the secret with a disjoint node range.
 ///
-/// Wrapped by hand rather than by `#[pg_extern]`: on a call of about 10 ns, pgrx's generic
-/// wrapper (a memory-context switch, argument and result boxing this function has no use for,
-/// and its guard) cost about 3 ns when measured, the guard about 1.2 ns of it. An ID reserved
+/// Wrapped by hand rather than by `#[pg_extern]`: pgrx's generic wrapper (a memory-context
+/// switch, argument and result boxing this function has no use for, and its guard) would be a
+/// large share of a call this short (docs/performance.md has the figures). An ID reserved
 /// earlier is handed out under `catch_unwind` alone, which costs nothing until something panics;
 /// anything that can fail, or any panic there, goes to [`next_id_guarded`] under pgrx's guard,
 /// which turns a panic or an error into a PostgreSQL ERROR. Either way no panic unwinds into
@@ -25,6 +31,7 @@ const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
 /// # Safety
 ///
 /// Called only by PostgreSQL's function manager, as the C function behind `randflake_next()`.
+#[allow(unsafe_code)]
 #[no_mangle]
 pub unsafe extern "C-unwind" fn randflake_next_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // A caught panic's payload is dropped here, by `ok()`: this frame must hold nothing to drop
@@ -41,12 +48,14 @@ pub unsafe extern "C-unwind" fn randflake_next_wrapper(fcinfo: pg_sys::FunctionC
 /// # Safety
 ///
 /// As for [`randflake_next_wrapper`], which passes its own argument on.
+#[allow(unsafe_code)]
 #[pg_guard]
 unsafe extern "C-unwind" fn next_id_guarded(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     pg_sys::Datum::from(generation::next_id())
 }
 
 /// Tells PostgreSQL that `randflake_next_wrapper` uses the version-1 calling convention.
+#[allow(unsafe_code)]
 #[no_mangle]
 pub extern "C" fn pg_finfo_randflake_next_wrapper() -> &'static pg_sys::Pg_finfo_record {
     const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
@@ -160,10 +169,30 @@ fn randflake_from_string(s: &str) -> i64 {
     codec::decode(s).unwrap_or_else(|reason| Error::InvalidIdString { input: s.to_owned(), reason }.raise())
 }
 
+/// Input of the `randflake_id` type, which is bigint's eight bytes shown as the canonical string
+/// (declared in sql/randflake_pg--0.4.0--0.5.0.sql).
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_id_in(input: &CStr) -> i64 {
+    // Bytes that are not UTF-8 become U+FFFD, which no ID string holds: the error shows where.
+    randflake_from_string(&input.to_string_lossy())
+}
+
+/// Output of the `randflake_id` type: the canonical string.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_id_out(id: i64) -> CString {
+    CString::new(randflake_to_string(id)).expect("base32hex digits hold no NUL")
+}
+
 /// A node of the application pool, leased to `holder` for `seconds` from now: the window to pass
 /// to a Randflake port's `Lease(node_id, start, end_exclusive)`. EXECUTE is granted to nobody
 /// by default.
+///
+/// This function and the other application lease functions run SQL as the keeper's role (a
+/// superuser by default) in the caller's session, so their search_path is pinned: otherwise an
+/// operator the caller puts in a schema of its own, ahead of pg_catalog, would run with the
+/// keeper's rights.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn randflake_lease_acquire(
     holder: Option<&str>,
     seconds: default!(Option<i32>, 600),
@@ -173,6 +202,7 @@ fn randflake_lease_acquire(
 
 /// `holder`'s lease of `node_id`, its end moved to `seconds` from now (never earlier).
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn randflake_lease_extend(
     holder: Option<&str>,
     node_id: Option<i32>,
@@ -183,6 +213,7 @@ fn randflake_lease_extend(
 
 /// Gives `holder`'s lease of `node_id` back; false if it had already ended.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
     app_leases::release(holder, node_id)
 }
@@ -197,6 +228,7 @@ fn window_row(
 /// the soonest end of a held lease. No row without a pool, or outside randflake.database.
 /// EXECUTE is granted to pg_monitor only.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn randflake_app_leases() -> TableIterator<
     'static,
     (

@@ -1,25 +1,24 @@
 //! randflake_pg: Randflake IDs generated inside PostgreSQL.
 //!
 //! The format, the generator state machine and lease arithmetic live in the pure `randflake`
-//! crate; this crate is the PostgreSQL side: settings, shared memory (node table, published
-//! lease), the lease keeper background worker, per-backend generation and the SQL functions.
-//! docs/architecture.md maps the modules.
+//! crate; this crate is the PostgreSQL side. PostgreSQL's internals are behind `pg`, the one
+//! module with hand-written `unsafe` (with one entry point of `functions`); every other module
+//! forbids it. docs/architecture.md maps the modules.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 mod app_leases;
-mod check_hooks;
-mod clock;
 mod errors;
 mod functions;
 mod generation;
-mod gucs;
 mod keeper;
+mod keeper_state;
 mod pg;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod secret;
+mod settings;
 mod shmem;
 mod status;
 
@@ -78,20 +77,19 @@ pgrx::extension_sql_file!(
 pub extern "C-unwind" fn _PG_init() {
     // Loaded on demand the library would have no node table, and generating without one could
     // issue duplicates; refusing here makes CREATE EXTENSION and every call fail clearly.
-    // SAFETY: reading a PostgreSQL global from the loading thread.
-    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        errors::Error::NotPreloaded.raise();
+    if !pg::backend::preloading() {
+        errors::Error::NotPreloaded {}.raise();
     }
-    gucs::define();
+    settings::define();
     log!(
         "randflake_pg: {}; IDs encrypted {} at a time with the {} kernel",
-        gucs::describe_configuration(),
+        keeper::settings::describe(),
         randflake::BATCH,
         randflake::Kernel::best().name()
     );
     secret::log_redaction::install();
     secret::sql_routes::install();
-    shmem::reserve();
+    pg::shmem::install(&shmem::SEGMENTS);
     keeper::register();
 }
 

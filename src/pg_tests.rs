@@ -1,5 +1,6 @@
 //! Tests that run inside a PostgreSQL backend with the library preloaded (`cargo pgrx test`).
 //! The test server's secret is the first published vector's, set in `crate::pg_test`.
+#![forbid(unsafe_code)]
 
 use pgrx::prelude::*;
 
@@ -91,94 +92,26 @@ mod tests {
         assert_eq!(listed, 0);
     }
 
-    /// docs/dba-guide.md, "Errors and what to do", against `errors.rs`: every error matches
-    /// exactly one row of the table, by the beginning of its message, and that row has its
-    /// SQLSTATE; every row is some error's, or the one row of rejected settings.
+    /// An error reaches PostgreSQL as declared in `errors.rs`: its SQLSTATE, message and hint.
     #[pg_test]
-    fn the_dba_guide_lists_every_error_as_raised() {
-        use crate::errors::{catalog, INVALID_SETTING};
+    fn errors_reach_postgresql_as_declared() {
+        use crate::errors::Error;
+        use randflake::ParseIdError;
 
-        let rows = documented_errors(include_str!("../docs/dba-guide.md"));
-        let examples = catalog::one_of_each();
-        let mut kinds: Vec<usize> = examples.iter().map(catalog::kind).collect();
-        kinds.sort_unstable();
-        assert_eq!(kinds, (0..catalog::KINDS).collect::<Vec<_>>(), "one example of each kind of Error");
-        let mut rows_used = vec![false; rows.len()];
-        for error in &examples {
-            let (sqlstate, message) = catalog::reported(error);
-            let matching: Vec<usize> = (0..rows.len())
-                .filter(|&row| rows[row].1.iter().any(|pattern| begins_like(&message, pattern)))
-                .collect();
-            assert_eq!(matching.len(), 1, "rows of the DBA guide's error table matching \"{message}\": {matching:?}");
-            let row = &rows[matching[0]];
-            assert_eq!(row.0, sqlstate, "SQLSTATE of \"{message}\" in the DBA guide");
-            rows_used[matching[0]] = true;
-        }
-        let setting_state = catalog::sqlstate_text(INVALID_SETTING);
-        let unused: Vec<_> = rows.iter().zip(rows_used).filter(|(_, used)| !used).map(|(row, _)| row).collect();
-        assert!(
-            unused.len() == 1 && unused[0].0 == setting_state,
-            "besides one row for rejected settings ({setting_state}), the DBA guide lists errors the code does not raise: {unused:?}"
-        );
-    }
-
-    /// The first table of the DBA guide's errors section: each row's SQLSTATE and the message
-    /// beginnings in backquotes in its second column.
-    fn documented_errors(guide: &str) -> Vec<(String, Vec<String>)> {
-        let section =
-            guide.split("\n## 8. Errors and what to do\n").nth(1).expect("the DBA guide has its errors section");
-        let table =
-            section.split("| SQLSTATE | message begins | when | what to do |\n").nth(1).expect("the error table");
-        table
-            .lines()
-            .skip(1)
-            .take_while(|line| line.starts_with('|'))
-            .map(|line| {
-                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-                let patterns = cells[2].split('`').skip(1).step_by(2).map(str::to_owned).collect();
-                (cells[1].to_owned(), patterns)
-            })
-            .collect()
-    }
-
-    /// Whether `message` begins as `pattern` says, where a lone capital N, S, T, A or B, or an
-    /// ellipsis, stands for any text.
-    fn begins_like(message: &str, pattern: &str) -> bool {
-        let chars: Vec<char> = pattern.chars().collect();
-        let is_placeholder = |at: usize| {
-            let lone = |near: Option<&char>| !near.is_some_and(|c| c.is_alphanumeric());
-            chars[at] == '…'
-                || ("NSTAB".contains(chars[at])
-                    && lone(at.checked_sub(1).and_then(|before| chars.get(before)))
-                    && lone(chars.get(at + 1)))
-        };
-        let mut pieces = vec![String::new()];
-        for (at, &c) in chars.iter().enumerate() {
-            if is_placeholder(at) {
-                pieces.push(String::new());
-            } else {
-                pieces.last_mut().expect("never empty").push(c);
+        let reported = PgTryBuilder::new(|| {
+            Spi::run("SELECT randflake_from_string('0v')").expect("an ERROR, not an SPI failure");
+            None
+        })
+        .catch_others(|caught| match caught {
+            pgrx::pg_sys::panic::CaughtError::PostgresError(report)
+            | pgrx::pg_sys::panic::CaughtError::ErrorReport(report) => {
+                Some((report.sql_error_code(), report.message().to_owned(), report.hint().map(str::to_owned)))
             }
-        }
-        let Some(mut rest) = message.strip_prefix(pieces[0].as_str()) else { return false };
-        for piece in &pieces[1..] {
-            // A placeholder stands for at least one character.
-            let mut skip = rest.chars().next().map_or(0, char::len_utf8);
-            if skip == 0 {
-                return piece.is_empty();
-            }
-            if piece.is_empty() {
-                rest = &rest[skip..];
-                continue;
-            }
-            match rest[skip..].find(piece.as_str()) {
-                Some(at) => {
-                    skip += at + piece.len();
-                    rest = &rest[skip..];
-                }
-                None => return false,
-            }
-        }
-        true
+            other => panic!("not an ERROR: {other:?}"),
+        })
+        .execute()
+        .expect("randflake_from_string('0v') fails");
+        let declared = Error::InvalidIdString { input: "0v".into(), reason: ParseIdError::LeadingZero }.parts();
+        assert_eq!(reported, (declared.0, declared.1, Some(declared.2)));
     }
 }

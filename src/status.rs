@@ -1,11 +1,12 @@
 //! What randflake_status() reports: the lease as published, in words a DBA can act on.
+#![forbid(unsafe_code)]
 
-use pgrx::pg_sys;
 use randflake::Lease;
 
-use crate::clock;
-use crate::gucs::{self, NodeSource};
-use crate::shmem::published_lease::{self, KeeperState};
+use crate::keeper::settings::{self, NodeSource};
+use crate::keeper_state::KeeperState;
+use crate::pg::{backend, clock};
+use crate::shmem::{counters, keeper_report, lease_board};
 
 pub struct Status {
     pub node_source: &'static str,
@@ -19,12 +20,11 @@ pub struct Status {
 }
 
 pub fn current() -> Status {
-    let source = gucs::node_source();
-    let lease = published_lease::read().1.map(|published| published.lease);
-    let keeper = published_lease::keeper();
+    let source = settings::node_source();
+    let lease = lease_board::read().1.map(|published| published.lease);
+    let keeper = keeper_report::read();
     let now = clock::unix_time().as_secs();
-    // SAFETY: a plain read of shared state.
-    let standby = unsafe { pg_sys::RecoveryInProgress() };
+    let standby = backend::in_recovery();
     // With a lease published, what the keeper is doing matters only when it is not holding it.
     let keeper_trouble = (keeper.state != KeeperState::Holding).then(|| keeper.describe());
     let state = match (source, lease) {
@@ -41,12 +41,12 @@ pub fn current() -> Status {
         },
         (_, None) => keeper.describe(),
     };
-    let (node_switches, clock_refusals, lease_refusals) = published_lease::counters();
+    let (node_switches, clock_refusals, lease_refusals) = counters::read();
     Status {
         node_source: source.name(),
         state,
         lease,
-        renewed_at: lease.map(|_| published_lease::renewed_at()),
+        renewed_at: lease.map(|_| lease_board::renewed_at()),
         node_switches,
         clock_refusals,
         lease_refusals,

@@ -152,7 +152,7 @@ pub enum Refill {
 
 /// A generator confined to one lease: a new lease (not a renewal) gets a new generator.
 #[derive(Debug)]
-struct LeaseGenerator {
+struct FollowedLease {
     number: u64,
     lease: Lease,
     generator: Generator,
@@ -161,7 +161,7 @@ struct LeaseGenerator {
 /// One backend: the generator for the lease it follows, and whether it is waiting for one.
 #[derive(Debug, Default)]
 pub struct Backend {
-    current: Option<LeaseGenerator>,
+    current: Option<FollowedLease>,
     /// The published lease's version when `current` was last checked against it.
     lease_version: Option<u64>,
     /// Set while waiting for the server's first lease: the second refill without one refuses.
@@ -269,7 +269,7 @@ impl Backend {
                 let Ok(window) = Window::new(lease.start.max(EPOCH_SECOND), last.max(lease.start)) else {
                     return Err(refuse(server, Refusal::PastLastSecond { now: lease.start }));
                 };
-                self.current = Some(LeaseGenerator { number, lease, generator: Generator::new(window) });
+                self.current = Some(FollowedLease { number, lease, generator: Generator::new(window) });
             }
         }
         self.lease_version = Some(version);

@@ -10,6 +10,7 @@
 //!
 //! The check reads only pg_catalog: relations and functions named with their schema, operators
 //! found through the keeper's pinned `search_path`, which holds nothing else.
+#![forbid(unsafe_code)]
 
 use pgrx::prelude::*;
 

@@ -9,11 +9,12 @@
 //! nothing it wrote. The keeper never panics on what it reads: every failure is logged once,
 //! shown by randflake_status(), and tried again on the next tick.
 
+#![forbid(unsafe_code)]
+
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use pgrx::bgworkers::BackgroundWorker;
-use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
@@ -23,45 +24,36 @@ use randflake::keeper::{
 };
 use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
+use super::settings::{self, NodeSource};
 use super::vetting::{self, Verdict};
-use super::{bounds, holder, TICK};
-use crate::clock;
-use crate::gucs::{self, NodeSource};
-use crate::shmem::published_lease::{self, KeeperState};
+use super::{holder, runtime, TICK};
+use crate::keeper_state::KeeperState;
+use crate::pg::{backend, bgworker, clock, transaction};
+use crate::shmem::{keeper_report, lease_board};
 
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn randflake_lease_keeper_main(_argument: pg_sys::Datum) {
-    bounds::install_signal_handlers();
-    // SAFETY: reading a PostgreSQL global from the worker's thread.
-    let pid = unsafe { pg_sys::MyProcPid };
+pub fn main() {
+    bgworker::install_signal_handlers();
     // A keeper terminated a moment ago may still be finishing its last transaction: two must
     // never write leases at once. The launcher starts this one again shortly.
-    if !published_lease::claim_keeper(pid) {
+    if !keeper_report::claim(backend::pid()) {
         return;
     }
-    // SAFETY: registering an exit callback from the worker's thread; it runs after the
-    // transaction clean-up, so the place is free only once this keeper has stopped writing.
-    unsafe { pg_sys::on_shmem_exit(Some(give_up_keeper_place), pg_sys::Datum::from(pid)) };
-    BackgroundWorker::connect_worker_to_spi(Some(&gucs::database()), gucs::keeper_role().as_deref());
-    bounds::pin_settings();
-    bounds::register_hard_deadline();
+    // After the transaction clean-up, so the place is free only once this keeper has stopped
+    // writing.
+    backend::at_exit(give_up_keeper_place);
+    BackgroundWorker::connect_worker_to_spi(Some(&settings::database()), settings::keeper_role().as_deref());
+    runtime::prepare();
     let mut keeper = KeeperWorker::new();
     loop {
         keeper.tick();
-        bounds::idle(TICK);
+        bgworker::idle(TICK);
     }
 }
 
 /// Frees the keeper's place. Its last reported state stays, so that the launcher can tell a
 /// keeper that ran from one that never got going.
-///
-/// # Safety
-///
-/// Only PostgreSQL calls this, as an `on_shmem_exit` callback.
-#[pg_guard]
-unsafe extern "C-unwind" fn give_up_keeper_place(_code: i32, pid: pg_sys::Datum) {
-    published_lease::release_keeper(pid.value() as i32);
+fn give_up_keeper_place() {
+    keeper_report::release(backend::pid());
 }
 
 struct KeeperWorker {
@@ -73,13 +65,13 @@ struct KeeperWorker {
 
 impl KeeperWorker {
     fn new() -> Self {
-        let node_source = gucs::node_source();
-        let (first, last) = gucs::node_range();
+        let node_source = settings::node_source();
+        let (first, last) = settings::node_range();
         let identity = holder::identity();
-        let (schema, table_name) = gucs::lease_table();
+        let (schema, table_name) = settings::lease_table();
         let source = match node_source {
             NodeSource::Fleet => {
-                let size = gucs::fleet_block_size();
+                let size = settings::fleet_block_size();
                 let blocks = u64::from((last - first) / size.clamp(1, last - first + 1) + 1);
                 let preference = holder::fnv1a(identity.as_bytes()) % blocks;
                 Source::Fleet { pool_first: first, pool_last: last, block_size: size, preference }
@@ -87,7 +79,7 @@ impl KeeperWorker {
             _ => Source::Range { first, last },
         };
         let terms = Terms {
-            length: gucs::lease_seconds(),
+            length: settings::lease_seconds(),
             // A fleet member never resumes a lease after a restart (it takes a free block), so
             // it needs no high-water mark short of the lease's end.
             high_water_lead: matches!(source, Source::Range { .. }).then_some(HIGH_WATER_LEAD),
@@ -101,7 +93,6 @@ impl KeeperWorker {
                 foreign_allowed: matches!(source, Source::Fleet { .. }),
                 holder: identity,
                 server_name: holder::server_name(),
-                open: false,
             },
             last_failure: None,
         }
@@ -110,30 +101,53 @@ impl KeeperWorker {
     /// How long one tick's transaction may take: well inside the margin a renewal leaves (a
     /// third of the lease, and half the high-water lead), and never more than a few seconds.
     fn time_limit() -> Duration {
-        let lease_share = Duration::from_millis(gucs::lease_seconds() * 1000 / 6);
+        let lease_share = Duration::from_millis(settings::lease_seconds() * 1000 / 6);
         lease_share.clamp(Duration::from_secs(1), Duration::from_secs(4))
     }
 
     fn tick(&mut self) {
         let now = clock::unix_time().as_secs();
-        let action = if published_lease::read().1.is_some() { "check or renew" } else { "take" };
+        let action = if lease_board::read().1.is_some() { "check or renew" } else { "take" };
         let mut board = SharedBoard { now };
         let (machine, store) = (&self.machine, &mut self.store);
         let tick =
-            bounds::bounded(Self::time_limit(), || store.transaction(|store| machine.tick(now, store, &mut board)));
-        let table = &self.store.table;
+            runtime::bounded(Self::time_limit(), || store.transaction(|store| machine.tick(now, store, &mut board)));
         if let Some((lease, withdrawal)) = tick.withdrawn {
-            let (what, detail) = match withdrawal {
-                Withdrawal::Gone => ("is gone from", ""),
-                Withdrawal::CutShort => ("was cut short in", " (its end or high-water mark moved back)"),
-                Withdrawal::Expired => ("expired in", " before it could be renewed"),
-            };
-            warning!(
-                "randflake_pg lease keeper: the lease of nodes {}..{} from second {} {what} {table}{detail}; withdrawn, taking a new one",
-                lease.first_node, lease.last_node, lease.start
-            );
+            self.log_withdrawal(&lease, withdrawal);
         }
-        let (state, cause) = match tick.outcome {
+        let (state, cause) = self.judge(tick.outcome, action);
+        match cause {
+            None => {
+                self.last_failure = None;
+                keeper_report::report(state, "");
+            }
+            Some((warning, cause)) => {
+                if self.last_failure.as_ref() != Some(&warning) {
+                    warning!("randflake_pg lease keeper: {warning}; retrying every second");
+                    self.last_failure = Some(warning);
+                }
+                keeper_report::report(state, &cause);
+            }
+        }
+    }
+
+    fn log_withdrawal(&self, lease: &Lease, withdrawal: Withdrawal) {
+        let (what, detail) = match withdrawal {
+            Withdrawal::Gone => ("is gone from", ""),
+            Withdrawal::CutShort => ("was cut short in", " (its end or high-water mark moved back)"),
+            Withdrawal::Expired => ("expired in", " before it could be renewed"),
+        };
+        warning!(
+            "randflake_pg lease keeper: the lease of nodes {}..{} from second {} {what} {}{detail}; withdrawn, taking a new one",
+            lease.first_node, lease.last_node, lease.start, self.store.table
+        );
+    }
+
+    /// The state a tick's outcome leaves the keeper in, and for a failure the warning to log
+    /// and the cause to report.
+    fn judge(&self, outcome: Outcome, action: &str) -> (KeeperState, Option<(String, String)>) {
+        let table = &self.store.table;
+        match outcome {
             Outcome::Holding | Outcome::Renewed(_) => (KeeperState::Holding, None),
             Outcome::Taken(lease) => {
                 log!(
@@ -165,19 +179,6 @@ impl KeeperWorker {
             Outcome::Failed(StoreError(failure)) => {
                 (KeeperState::Failing, Some((format!("could not {action} the lease in {table}: {failure}"), failure)))
             }
-        };
-        match cause {
-            None => {
-                self.last_failure = None;
-                published_lease::report_keeper(state, "");
-            }
-            Some((warning, cause)) => {
-                if self.last_failure.as_ref() != Some(&warning) {
-                    warning!("randflake_pg lease keeper: {warning}; retrying every second");
-                    self.last_failure = Some(warning);
-                }
-                published_lease::report_keeper(state, &cause);
-            }
         }
     }
 }
@@ -190,31 +191,31 @@ struct SharedBoard {
 
 impl Board for SharedBoard {
     fn published(&self) -> Option<Lease> {
-        published_lease::read().1.map(|published| published.lease)
+        lease_board::read().1.map(|published| published.lease)
     }
 
     fn last_published(&self) -> Option<Lease> {
-        published_lease::last_published()
+        lease_board::last_published()
     }
 
     fn publish(&mut self, lease: Lease, renewal: bool) {
-        published_lease::publish(&lease, renewal, self.now);
+        lease_board::publish(&lease, renewal, self.now);
     }
 
     fn withdraw(&mut self) {
-        published_lease::withdraw();
+        lease_board::withdraw();
     }
 
     fn unconfirmed(&self) -> Vec<LeaseKey> {
-        published_lease::unconfirmed()
+        lease_board::unconfirmed()
     }
 
     fn remember_unconfirmed(&mut self, key: LeaseKey) {
-        published_lease::remember_unconfirmed(key);
+        lease_board::remember_unconfirmed(key);
     }
 
     fn forget_unconfirmed(&mut self) {
-        published_lease::forget_unconfirmed();
+        lease_board::forget_unconfirmed();
     }
 }
 
@@ -229,33 +230,21 @@ struct SqlStore {
     /// This server's identity in the lease table: system identifier and timeline.
     holder: String,
     server_name: String,
-    /// Whether the tick's transaction is still open.
-    open: bool,
 }
 
 impl SqlStore {
     /// Runs `body` in a transaction of its own; a transaction that `body` did not commit (it
     /// failed, or panicked) is rolled back, and the keeper stays up and tries again.
     fn transaction(&mut self, body: impl FnOnce(&mut Self) -> randflake::keeper::Tick) -> randflake::keeper::Tick {
-        // SAFETY: the keeper is a background worker connected to a database, between transactions.
-        unsafe {
-            pg_sys::SetCurrentStatementStartTimestamp();
-            pg_sys::StartTransactionCommand();
-            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-        }
-        self.open = true;
+        transaction::start();
         let tick = PgTryBuilder::new(AssertUnwindSafe(|| body(self)))
             .catch_others(|caught| randflake::keeper::Tick {
                 withdrawn: None,
                 outcome: Outcome::Failed(StoreError(format!("internal error: {}", message_of(caught)))),
             })
             .execute();
-        if self.open {
-            // SAFETY: PostgreSQL's error state was flushed when an error was caught; aborting is
-            // how a background worker recovers from an error inside a transaction.
-            unsafe { pg_sys::AbortCurrentTransaction() };
-            self.open = false;
-        }
+        // What `body` did not commit (it failed, or panicked) is rolled back here.
+        transaction::abort();
         tick
     }
 
@@ -406,20 +395,16 @@ impl LeaseStore for SqlStore {
     }
 
     fn commit(&mut self) -> Result<Commit, StoreError> {
-        let interrupts = bounds::interrupts();
+        let interrupts = bgworker::interrupts();
+        // An ERROR at commit (a remote COMMIT that failed, a deferred check) is caught, and the
+        // transaction then aborted by `transaction`.
         caught(|| {
-            // SAFETY: closing the transaction `transaction` opened; an ERROR at commit (a
-            // remote COMMIT that failed, a deferred check) is caught and the transaction aborted.
-            unsafe {
-                pg_sys::PopActiveSnapshot();
-                pg_sys::CommitTransactionCommand();
-            }
+            transaction::commit();
             Ok(())
         })?;
-        self.open = false;
         // An interrupt during the commit may have cut short its wait for synchronous standbys,
         // which PostgreSQL answers with a WARNING, not an error: the commit is then local only.
-        Ok(if bounds::interrupts() == interrupts { Commit::Durable } else { Commit::Uncertain })
+        Ok(if bgworker::interrupts() == interrupts { Commit::Durable } else { Commit::Uncertain })
     }
 }
 

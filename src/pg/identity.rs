@@ -78,9 +78,3 @@ pub fn in_transaction_block() -> bool {
     // SAFETY: a plain read of this backend's transaction state.
     unsafe { pg_sys::IsTransactionBlock() }
 }
-
-/// This backend's process id.
-pub fn backend_pid() -> i32 {
-    // SAFETY: a plain read of a PostgreSQL global set at process start.
-    unsafe { pg_sys::MyProcPid }
-}

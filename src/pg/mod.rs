@@ -1,10 +1,20 @@
-//! PostgreSQL's internals behind one boundary: the hooks randflake_pg installs and the parts of
-//! PostgreSQL's data structures it reads or changes, offered to the rest of the extension as
-//! safe Rust values and calls.
+//! PostgreSQL's internals behind one boundary: every hook randflake_pg installs, every call into
+//! PostgreSQL that pgrx does not make safe, every fact copied from its headers (read from the
+//! headers of the major being built, by build.rs) and every difference between majors, offered to
+//! the rest of the extension as safe Rust values and calls. Apart from one entry point of
+//! `functions`, this is the only module with hand-written `unsafe`.
 
+pub mod backend;
+pub mod bgworker;
+pub mod clock;
+pub mod guc;
+mod headers;
 pub mod identity;
 pub mod log_hook;
 pub mod parse_tree;
+pub mod shmem;
 pub mod statement;
-pub mod unguarded;
+pub mod timeout;
+pub mod transaction;
+mod unguarded;
 pub mod utility_hook;

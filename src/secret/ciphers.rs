@@ -2,6 +2,7 @@
 //! assign hooks, and the rule that picks between them.
 //!
 //! The key schedule runs when a setting is assigned (at start-up or reload), never per call.
+#![forbid(unsafe_code)]
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,8 +68,8 @@ pub fn version() -> u64 {
 pub fn with_cipher<R>(f: impl FnOnce(&IdCipher) -> R) -> Result<R, Error> {
     CIPHERS.with_borrow(|ciphers| match (&ciphers.from_setting, &ciphers.from_file) {
         (Some(keyed), None) | (None, Some(keyed)) => Ok(f(&keyed.cipher)),
-        (None, None) => Err(Error::NoSecret),
-        (Some(_), Some(_)) => Err(Error::TwoSecrets),
+        (None, None) => Err(Error::NoSecret {}),
+        (Some(_), Some(_)) => Err(Error::TwoSecrets {}),
     })
 }
 

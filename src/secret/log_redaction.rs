@@ -19,6 +19,7 @@
 //!
 //! This filter runs inside error reporting: it never raises, and it leaves every message
 //! untouched unless one needs rewriting.
+#![forbid(unsafe_code)]
 
 use std::ffi::CStr;
 use std::os::unix::ffi::OsStrExt;

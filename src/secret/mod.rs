@@ -2,6 +2,7 @@
 //! the hooks of those settings, the guard that refuses a secret given through SQL, and the log
 //! filter that keeps the secret out of the server log. Parsing, key files and the cipher itself
 //! are the `randflake` crate's.
+#![forbid(unsafe_code)]
 
 mod ciphers;
 pub mod log_redaction;

@@ -1,148 +1,93 @@
-//! The hooks of the two secret settings, `randflake.secret` and `randflake.secret_file`
-//! (defined with every other setting in `gucs`): they parse and check a proposed secret, hand it
-//! to the cipher slots, keep its value out of SHOW, and refuse a secret given through SQL.
+//! The two secret settings, `randflake.secret` and `randflake.secret_file`: they parse and check
+//! a proposed secret, hand it to the cipher slots, keep its value out of SHOW, and refuse a
+//! secret given through SQL.
+#![forbid(unsafe_code)]
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{CStr, CString};
 use std::path::Path;
 
-use pgrx::pg_sys;
-use pgrx::prelude::*;
+use pgrx::guc::{GucContext, GucFlags, GucSetting};
 use randflake::Secret;
 
 use super::ciphers::{self, SecretSource};
 use super::sql_routes;
-use crate::check_hooks::{proposed, reject};
+use crate::errors::Error;
+use crate::pg::guc::{self, Definition, Source, StringHooks};
 
-/// Hands a parsed secret from a check hook to its assign hook through PostgreSQL's "extra"
-/// pointer. PostgreSQL frees that with its GUC allocator, so the copy must come from it too:
-/// malloc() up to 15; from 16 on, guc_malloc() (GUC memory, freed with pfree(), which rejects a
-/// malloc()ed pointer, and does so in every parallel worker, which resets the settings).
-///
-/// # Safety
-///
-/// `extra` is the `extra` argument PostgreSQL passed to the calling check hook.
-unsafe fn store_extra(extra: *mut *mut c_void, secret: &Secret) -> bool {
-    let bytes = secret.as_bytes();
-    // SAFETY: an allocation of 16 bytes; at LOG level guc_malloc() returns NULL rather than
-    // raising an ERROR when memory runs out, as malloc() does.
-    #[cfg(feature = "pg15")]
-    let copy = unsafe { libc::malloc(bytes.len()) }.cast::<u8>();
-    #[cfg(not(feature = "pg15"))]
-    // SAFETY: as above.
-    let copy = unsafe { pg_sys::guc_malloc(pg_sys::LOG as std::ffi::c_int, bytes.len()) }.cast::<u8>();
-    if copy.is_null() {
-        return reject("out of memory while validating the randflake secret", "Retry.");
-    }
-    // SAFETY: `copy` is a fresh allocation of `bytes.len()` bytes, not overlapping `bytes`;
-    // `extra` is writable, as the caller guarantees.
-    unsafe {
-        copy.copy_from_nonoverlapping(bytes.as_ptr(), bytes.len());
-        *extra = copy.cast();
-    }
-    true
+static SECRET: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static SECRET_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+
+pub fn define() {
+    guc::define_hooked_string::<SecretSetting>(
+        Definition {
+            name: c"randflake.secret",
+            short: c"Randflake secret: 32 hexadecimal digits (128 bits) keying the ID permutation.",
+            long: c"Prefer randflake.secret_file, which keeps the key out of postgresql.conf. Setting both is an error. Use one secret for the whole fleet and never change it: IDs made under different secrets can collide. Set it only in postgresql.conf: SQL that gives it a value (ALTER SYSTEM, SET, set_config) is refused, since statement text reaches pg_stat_activity, pg_stat_statements and the log. SHOW says only whether it is set.",
+            // Superuser rather than sighup: a value given at run time (set_config) then reaches
+            // the check hook, which refuses it, instead of being turned away before any hook
+            // sees it. The configuration files and reloads apply it exactly as for sighup.
+            context: GucContext::Suset,
+            flags: GucFlags::SUPERUSER_ONLY | GucFlags::NO_SHOW_ALL,
+        },
+        &SECRET,
+    );
+    guc::define_hooked_string::<SecretFileSetting>(
+        Definition {
+            name: c"randflake.secret_file",
+            short: c"Path of a file holding the Randflake secret (32 hexadecimal digits), readable only by the server's operating-system user.",
+            long: c"Read by the server at start-up and on reload, like ssl_key_file; a relative path is relative to the data directory. The file must not be accessible to group or others. Setting both this and randflake.secret is an error.",
+            context: GucContext::Sighup,
+            flags: GucFlags::SUPERUSER_ONLY,
+        },
+        &SECRET_FILE,
+    );
 }
 
-/// The secret a check hook stored with [`store_extra`]; `None` for an unset setting.
-///
-/// # Safety
-///
-/// `extra` is the `extra` argument PostgreSQL passed to the assign hook: null, or what
-/// `store_extra` stored for the value being assigned.
-unsafe fn secret_from_extra(extra: *mut c_void) -> Option<Secret> {
-    let bytes = extra.cast::<[u8; 16]>();
-    // SAFETY: null, or 16 bytes written by `store_extra`, as the caller guarantees; a byte
-    // array has no alignment requirement beyond 1.
-    unsafe { bytes.as_ref() }.map(|bytes| Secret::from_bytes(*bytes))
-}
+struct SecretSetting;
 
-/// # Safety
-///
-/// Only PostgreSQL calls this, as randflake.secret's check hook, with the arguments it documents for that hook.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn check_secret(
-    newval: *mut *mut c_char,
-    extra: *mut *mut c_void,
-    source: pg_sys::GucSource::Type,
-) -> bool {
-    // The utility hook refuses the statements whose parse tree gives the secret a value; what
-    // reaches this point from a session was given at run time (set_config(), a connection
-    // option), maybe by a function that would catch an ERROR: the session ends.
-    if !is_configuration_file_or_server(source) {
-        sql_routes::refuse(true);
+impl StringHooks for SecretSetting {
+    type Parsed = [u8; 16];
+    const SHOWS: bool = true;
+
+    fn check(proposed: Option<&CStr>, source: Source) -> Result<Option<[u8; 16]>, Error> {
+        // The utility hook refuses the statements whose parse tree gives the secret a value;
+        // what reaches this point from a session was given at run time (set_config(), a
+        // connection option), maybe by a function that would catch an ERROR: the session ends.
+        if source == Source::Session {
+            sql_routes::refuse(true);
+        }
+        let Some(value) = proposed else { return Ok(None) };
+        let text = value.to_str().map_err(|_| Error::SecretNotText {})?;
+        let secret = Secret::from_hex(text).map_err(|reason| Error::SecretInvalid { reason })?;
+        Ok(Some(*secret.as_bytes()))
     }
-    // SAFETY: `newval` is this check hook's first argument.
-    let Some(value) = (unsafe { proposed(newval) }) else { return true };
-    let Ok(text) = value.to_str() else {
-        return reject("invalid value for randflake.secret: it is not valid text", SECRET_FORMAT_HINT);
-    };
-    match Secret::from_hex(text) {
-        // SAFETY: `extra` is this check hook's second argument.
-        Ok(secret) => unsafe { store_extra(extra, &secret) },
-        Err(error) => reject(&format!("invalid value for randflake.secret: {error}"), SECRET_FORMAT_HINT),
+
+    fn assign(parsed: Option<[u8; 16]>) {
+        ciphers::install(SecretSource::Setting, parsed.map(Secret::from_bytes));
+    }
+
+    /// What SHOW, current_setting() and pg_settings say of randflake.secret, to every role, the
+    /// superuser included: whether it is set, never its value. pg_monitor members may read
+    /// superuser-only settings, and monitoring agents routinely are such members.
+    fn show() -> Option<&'static CStr> {
+        Some(if ciphers::is_set(SecretSource::Setting) { c"(set; hidden by randflake_pg)" } else { c"" })
     }
 }
 
-/// Whether a value comes from where the secret may be set: the configuration files
-/// (`ALTER SYSTEM` too is checked as a file, after the utility hook has refused it), the server's
-/// command line or environment, the defaults, or the server itself. Everything else is SQL or a
-/// connection option: per database or role, per session, per function.
-fn is_configuration_file_or_server(source: pg_sys::GucSource::Type) -> bool {
-    use pg_sys::GucSource::*;
-    matches!(source, PGC_S_DEFAULT | PGC_S_DYNAMIC_DEFAULT | PGC_S_ENV_VAR | PGC_S_FILE | PGC_S_ARGV | PGC_S_OVERRIDE)
-}
+struct SecretFileSetting;
 
-const SECRET_FORMAT_HINT: &str = "The secret is exactly 32 hexadecimal digits, for example from: openssl rand -hex 16";
+impl StringHooks for SecretFileSetting {
+    type Parsed = [u8; 16];
 
-/// # Safety
-///
-/// Only PostgreSQL calls this, as randflake.secret's assign hook, with the arguments it documents for that hook.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn assign_secret(_newval: *const c_char, extra: *mut c_void) {
-    // SAFETY: `extra` is this assign hook's, set by `check_secret`.
-    ciphers::install(SecretSource::Setting, unsafe { secret_from_extra(extra) });
-}
-
-/// What SHOW, current_setting() and pg_settings say of randflake.secret, to every role, the
-/// superuser included: whether it is set, never its value. pg_monitor members may read
-/// superuser-only settings, and monitoring agents routinely are such members.
-///
-/// # Safety
-///
-/// Only PostgreSQL calls this, as randflake.secret's show hook, with the arguments it documents for that hook.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn show_secret() -> *const c_char {
-    if ciphers::is_set(SecretSource::Setting) { c"(set; hidden by randflake_pg)" } else { c"" }.as_ptr()
-}
-
-/// # Safety
-///
-/// Only PostgreSQL calls this, as randflake.secret_file's check hook, with the arguments it documents for that hook.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn check_secret_file(
-    newval: *mut *mut c_char,
-    extra: *mut *mut c_void,
-    _source: pg_sys::GucSource::Type,
-) -> bool {
-    // SAFETY: `newval` is this check hook's first argument.
-    let Some(value) = (unsafe { proposed(newval) }) else { return true };
-    let Ok(path) = value.to_str() else {
-        return reject("randflake.secret_file is not a valid path", "Use a UTF-8 path.");
-    };
-    match Secret::from_key_file(Path::new(path)) {
-        // SAFETY: `extra` is this check hook's second argument.
-        Ok(secret) => unsafe { store_extra(extra, &secret) },
-        Err(error) => reject(
-            &format!("invalid randflake.secret_file \"{path}\": {error}"),
-            "The file must hold exactly 32 hexadecimal digits and have mode 0600 or 0400, owned by the server's user; a relative path is relative to the data directory.",
-        ),
+    fn check(proposed: Option<&CStr>, _source: Source) -> Result<Option<[u8; 16]>, Error> {
+        let Some(value) = proposed else { return Ok(None) };
+        let path = value.to_str().map_err(|_| Error::SecretFilePath {})?;
+        let secret = Secret::from_key_file(Path::new(path))
+            .map_err(|reason| Error::SecretFileInvalid { path: path.to_owned(), reason })?;
+        Ok(Some(*secret.as_bytes()))
     }
-}
 
-/// # Safety
-///
-/// Only PostgreSQL calls this, as randflake.secret_file's assign hook, with the arguments it documents for that hook.
-#[pg_guard]
-pub unsafe extern "C-unwind" fn assign_secret_file(_newval: *const c_char, extra: *mut c_void) {
-    // SAFETY: `extra` is this assign hook's, set by `check_secret_file`.
-    ciphers::install(SecretSource::File, unsafe { secret_from_extra(extra) });
+    fn assign(parsed: Option<[u8; 16]>) {
+        ciphers::install(SecretSource::File, parsed.map(Secret::from_bytes));
+    }
 }

@@ -14,6 +14,7 @@
 //! A refusal straight from the client is an ERROR. Anywhere else it ends the session (FATAL): a
 //! function or DO block could catch an ERROR, finish normally, and have its text, secret
 //! included, recorded as a successful statement by pg_stat_statements and duration logging.
+#![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::ffi::CStr;

@@ -4,21 +4,21 @@
 //! A backend touches the table only when it takes or gives up a node, and once per second to
 //! record the second it is issuing in; each of those is a single atomic operation on the
 //! node's own slot. No lock is shared on the path that issues IDs.
+#![forbid(unsafe_code)]
 
-use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
-use pgrx::pg_sys;
 use randflake::backend::NoNode;
 use randflake::MAX_NODE;
 
-use super::segment::SharedStruct;
+use crate::pg::backend;
+use crate::pg::shmem::{Shared, SharedArray};
 
 const NODE_COUNT: usize = MAX_NODE as usize + 1;
 const NO_HOLDER: i32 = 0;
 
-#[repr(C)]
-struct NodeSlot {
+#[derive(Default)]
+pub struct NodeSlot {
     /// PID of the process holding the node, or `NO_HOLDER`.
     holder: AtomicI32,
     /// Last Unix second in which the node may have issued an ID. Written by the holder before
@@ -26,64 +26,37 @@ struct NodeSlot {
     used_through: AtomicU32,
 }
 
-#[repr(C)]
-struct NodeTable {
+#[derive(Default)]
+pub struct Header {
     /// Where the next search for a free node begins, so that concurrent searches spread out.
     search_start: AtomicU32,
     /// The latest second any node has issued IDs in: the server's own clock floor.
     latest_used: AtomicU32,
-    slots: [NodeSlot; NODE_COUNT],
 }
 
-static TABLE: SharedStruct<NodeTable> = SharedStruct::new(c"randflake_pg node table");
-
-pub const SHARED_SIZE: usize = SharedStruct::<NodeTable>::SIZE;
-
-/// Finds the table in shared memory, creating it when the postmaster (re)initialises shared
-/// memory. Nothing is carried over from before a crash: the lease keeper's new lease starts
-/// after every second that may have been used.
-///
-/// # Safety
-/// Called from the shared memory start-up hook, with `AddinShmemInitLock` held.
-pub unsafe fn attach() {
-    let initialise = |table: *mut NodeTable| {
-        // SAFETY: `table` points to size_of::<NodeTable>() bytes of fresh shared memory; it is
-        // written field by field, in place, because it is too large for the stack.
-        unsafe {
-            addr_of_mut!((*table).search_start).write(AtomicU32::new(0));
-            addr_of_mut!((*table).latest_used).write(AtomicU32::new(0));
-            let slots = addr_of_mut!((*table).slots).cast::<NodeSlot>();
-            for index in 0..NODE_COUNT {
-                slots.add(index).write(NodeSlot { holder: AtomicI32::new(NO_HOLDER), used_through: AtomicU32::new(0) });
-            }
-        }
-    };
-    // SAFETY: the caller keeps attach's promise; `initialise` writes every field.
-    unsafe { TABLE.attach(initialise) };
-}
-
-fn table() -> &'static NodeTable {
-    TABLE.get()
-}
+/// Created empty whenever the postmaster (re)initialises shared memory. Nothing is carried
+/// over from before a crash: the lease keeper's new lease starts after every second that may
+/// have been used.
+pub static HEADER: Shared<Header> = Shared::new(c"randflake_pg node table");
+pub static SLOTS: SharedArray<NodeSlot, NODE_COUNT> = SharedArray::new(c"randflake_pg node slots");
 
 /// How many nodes of `first..=last` running processes hold.
 pub fn held_count(first: u32, last: u32) -> u32 {
-    let slots = &table().slots[first as usize..=last as usize];
+    let slots = &SLOTS.get()[first as usize..=last as usize];
     slots.iter().filter(|slot| slot.holder.load(Ordering::Relaxed) != NO_HOLDER).count() as u32
 }
 
 /// Takes a free node of `first..=last` whose last used second is before `now`, for this
 /// process. Returns the node and that second.
 pub fn acquire(first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
-    let table = table();
-    // SAFETY: reading a PostgreSQL global from the backend's thread.
-    let pid = unsafe { pg_sys::MyProcPid };
+    let slots = SLOTS.get();
+    let pid = backend::pid();
     let count = last - first + 1;
-    let start = table.search_start.fetch_add(1, Ordering::Relaxed) % count;
+    let start = HEADER.get().search_start.fetch_add(1, Ordering::Relaxed) % count;
     let mut saw_free = false;
     for offset in 0..count {
         let node = first + (start + offset) % count;
-        let slot = &table.slots[node as usize];
+        let slot = &slots[node as usize];
         if slot.holder.load(Ordering::Relaxed) != NO_HOLDER {
             continue;
         }
@@ -108,29 +81,27 @@ pub fn acquire(first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
 /// first such ID leaves the backend.
 pub fn record_used(node: u32, second: u64) {
     let second = u32::try_from(second).expect("seconds past 2106 are refused before this");
-    let table = table();
-    table.slots[node as usize].used_through.store(second, Ordering::Release);
-    table.latest_used.fetch_max(second, Ordering::AcqRel);
+    SLOTS.get()[node as usize].used_through.store(second, Ordering::Release);
+    HEADER.get().latest_used.fetch_max(second, Ordering::AcqRel);
 }
 
 /// The latest second in which any process of this server has issued IDs. Read it before the
 /// clock: a second recorded since was read from the clock after this, so only a clock stepped
 /// back can read earlier than the value returned.
 pub fn latest_used() -> u64 {
-    u64::from(table().latest_used.load(Ordering::Acquire))
+    u64::from(HEADER.get().latest_used.load(Ordering::Acquire))
 }
 
 pub fn release(node: u32) {
-    table().slots[node as usize].holder.store(NO_HOLDER, Ordering::Release);
+    SLOTS.get()[node as usize].holder.store(NO_HOLDER, Ordering::Release);
 }
 
 /// Releases every node this process still holds. Runs when the process exits; a scan of the
 /// whole table needs no state that an error during exit could have left inconsistent.
 pub fn release_all_held() {
-    let Some(table) = TABLE.try_get() else { return };
-    // SAFETY: reading a PostgreSQL global from the backend's thread.
-    let pid = unsafe { pg_sys::MyProcPid };
-    for slot in &table.slots {
+    let Some(slots) = SLOTS.try_get() else { return };
+    let pid = backend::pid();
+    for slot in slots {
         if slot.holder.load(Ordering::Relaxed) == pid {
             slot.holder.store(NO_HOLDER, Ordering::Release);
         }

@@ -19,7 +19,7 @@ LEASE_SECONDS = 8
 POOL = ("randflake.node_id_min = 0", f"randflake.node_id_max = {3 * BLOCK - 1}")
 
 
-# The bounds docs/dba-guide.md gives for the coordinator connection: a dead peer is noticed in
+# The bounds docs/fleets-and-replicas.md gives for the coordinator connection: a dead peer is noticed in
 # seconds, not after the kernel's TCP retries.
 COORDINATOR_TIMEOUTS = (
     "connect_timeout '2', keepalives '1', keepalives_idle '2', keepalives_interval '1', "

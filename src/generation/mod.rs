@@ -1,52 +1,28 @@
 //! This backend's IDs: the crate's refill policy (`randflake::backend`) run over shared memory,
 //! its waits, and the IDs it reserves and encrypts ahead.
+#![forbid(unsafe_code)]
 
-use std::cell::RefCell;
+pub mod settings;
+
 use std::time::{Duration, Instant};
 
-use pgrx::pg_sys;
 use pgrx::prelude::*;
 use randflake::backend::{Backend, Event, NoNode, Published, Refill, Refusal, Server};
 use randflake::{IdCipher, BATCH};
 
 use crate::errors::Error;
-use crate::gucs::{self, NodeSource};
-use crate::shmem::{node_table, published_lease};
-use crate::{clock, secret};
+use crate::keeper::settings::{self as keeper_settings, NodeSource};
+use crate::pg::backend::{self, BackendLocal};
+use crate::pg::clock;
+use crate::secret;
+use crate::shmem::{counters, keeper_report, lease_board, node_table};
 
 /// Created on the first call in a process, so that sessions that never generate IDs take no
-/// node and register no exit callback.
-static BACKEND: BackendLocal<Option<BackendGenerator>> = BackendLocal::new(None);
+/// node and register no exit callback. A process-local static rather than a `thread_local!`,
+/// whose every access is a call in a library loaded with dlopen() (see `BackendLocal`).
+static BACKEND: BackendLocal<Option<BackendIds>> = BackendLocal::new(None);
 
-/// A value private to one PostgreSQL backend process: a plain static, where `thread_local!`
-/// would be the checked choice.
-///
-/// Measured with the per-call method of `make bench` (15 interleaved rounds, PostgreSQL 15, the
-/// project's 2-core VM), `randflake_next()` took 10.7 ns, 1.43x `pg_backend_pid()`, with
-/// `BACKEND` in a `thread_local!`, and 9.1-9.4 ns, 1.23x, as this static: in a library that
-/// PostgreSQL loads with dlopen(), every thread-local access calls `__tls_get_addr`, and that is
-/// a seventh of the call. The static is sound because PostgreSQL runs each session in its own
-/// single-threaded process and pgrx refuses calls into PostgreSQL from any other thread, so only
-/// the backend's main thread reaches `BACKEND`. The `RefCell` turns an accidental re-entrant
-/// use into a panic, which the caller's guard reports as an ERROR, instead of undefined
-/// behaviour. State that is not on the per-call path (the ciphers) uses `thread_local!`.
-struct BackendLocal<T>(RefCell<T>);
-
-// SAFETY: see the type's documentation: only the backend's main thread ever touches the value.
-unsafe impl<T> Sync for BackendLocal<T> {}
-
-impl<T> BackendLocal<T> {
-    const fn new(value: T) -> Self {
-        Self(RefCell::new(value))
-    }
-
-    #[inline]
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self.0.borrow_mut())
-    }
-}
-
-struct BackendGenerator {
+struct BackendIds {
     backend: Backend,
     ready: ReadyIds,
 }
@@ -98,7 +74,7 @@ pub fn next_id() -> i64 {
         .with(|slot| {
             let backend = match slot {
                 Some(backend) => backend,
-                None => slot.insert(BackendGenerator::start()?),
+                None => slot.insert(BackendIds::start()?),
             };
             let secret_version = secret::version();
             // The secret is checked before a node is taken, so a misconfigured server consumes
@@ -108,16 +84,14 @@ pub fn next_id() -> i64 {
         .unwrap_or_else(|error| error.raise())
 }
 
-impl BackendGenerator {
+impl BackendIds {
     fn start() -> Result<Self, Error> {
-        match gucs::node_source() {
-            NodeSource::Off => return Err(Error::GenerationOff),
-            // SAFETY: a plain read of shared state, from the backend's thread.
-            _ if unsafe { pg_sys::RecoveryInProgress() } => return Err(Error::OnStandby),
+        match keeper_settings::node_source() {
+            NodeSource::Off => return Err(Error::GenerationOff {}),
+            _ if backend::in_recovery() => return Err(Error::OnStandby {}),
             _ => {}
         }
-        // SAFETY: registering an exit callback from the backend's thread, once per process.
-        unsafe { pg_sys::on_shmem_exit(Some(release_nodes_at_exit), pg_sys::Datum::from(0)) };
+        backend::at_exit(node_table::release_all_held);
         Ok(Self { backend: Backend::new(), ready: ReadyIds::NONE })
     }
 
@@ -127,7 +101,7 @@ impl BackendGenerator {
         loop {
             let refill = self.backend.refill(
                 clock::unix_second(),
-                gucs::max_nodes_per_backend(),
+                settings::max_nodes_per_backend(),
                 BATCH as u32,
                 &mut SharedMemory,
             );
@@ -157,7 +131,7 @@ fn error_of(refusal: Refusal) -> Error {
         Refusal::ClockBeforeLease { now, start } => Error::ClockBeforeLease { now, start },
         Refusal::LeaseLapsed { now, through } => Error::LeaseLapsed { now, through },
         Refusal::PastLastSecond { now } => Error::ClockPastLastSecond { now },
-        Refusal::NoLease => Error::NoLease { keeper: published_lease::keeper(), database: gucs::database() },
+        Refusal::NoLease => Error::NoLease { keeper: keeper_report::read(), database: keeper_settings::database() },
         Refusal::NoFreeNode { first, last } => Error::NoFreeNode { first, last },
     }
 }
@@ -171,15 +145,15 @@ impl Server for SharedMemory {
     }
 
     fn lease_version(&self) -> u64 {
-        published_lease::version()
+        lease_board::version()
     }
 
     fn published(&self) -> (u64, Option<Published>) {
-        published_lease::read()
+        lease_board::read()
     }
 
     fn leases_taken(&self) -> u64 {
-        published_lease::leases_taken()
+        lease_board::leases_taken()
     }
 
     fn acquire(&mut self, first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
@@ -195,26 +169,18 @@ impl Server for SharedMemory {
     }
 
     fn count(&mut self, event: Event) {
-        published_lease::count(event);
+        counters::count(event);
     }
 }
 
 /// Waits up to `limit` for the keeper to publish a new version of the lease. The limit is kept
 /// by the monotonic clock: a wall clock stepped back must not stretch it.
 fn wait_for_lease(limit: Duration) {
-    let seen = published_lease::version();
+    let seen = lease_board::version();
     let deadline = Instant::now() + limit;
-    while published_lease::version() == seen && Instant::now() < deadline {
+    while lease_board::version() == seen && Instant::now() < deadline {
         sleep(Duration::from_millis(20));
     }
-}
-
-/// # Safety
-///
-/// Only PostgreSQL calls this, as an `on_shmem_exit` callback, with the arguments it documents for that hook.
-#[pg_guard]
-unsafe extern "C-unwind" fn release_nodes_at_exit(_code: i32, _arg: pg_sys::Datum) {
-    node_table::release_all_held();
 }
 
 /// Sleeps until the clock should read `second`, or until interrupted. The caller reads the
@@ -225,16 +191,6 @@ fn wait_for_second(second: u64) {
 
 /// Sleeps on this process's latch for about `duration` (1 ms to 1 s), then serves interrupts.
 fn sleep(duration: Duration) {
-    let timeout_ms = duration.as_millis().clamp(1, 1000) as std::ffi::c_long;
-    // SAFETY: waiting on this process's own latch from its main thread.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            timeout_ms,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
+    backend::wait_on_latch(duration.clamp(Duration::from_millis(1), Duration::from_secs(1)));
     check_for_interrupts!();
 }

@@ -8,24 +8,26 @@
 //! under the calling role's name (no role can name another's holders), the node must be one of
 //! the application pool's, every statement is parameterised, and the table is written as the
 //! keeper's role, after the same trust checks the keeper makes.
+#![forbid(unsafe_code)]
+
+pub mod settings;
 
 use pgrx::prelude::*;
 use pgrx::spi::{quote_identifier, quote_qualified_identifier, SpiError};
 use randflake::app_lease::{self, AppWindow};
 
 use crate::errors::Error;
+use crate::keeper::settings::{self as keeper_settings, NodeSource};
 use crate::keeper::vetting::{self, Verdict};
 use crate::pg::identity::{self, Role};
-use crate::shmem::published_lease;
-use crate::{clock, gucs};
+use crate::pg::{backend, clock};
+use crate::shmem::keeper_report;
 
-/// The holder written in place of a released lease's: it keeps the window's bound, and no
-/// application's holder can name it.
+/// The start of the holder written in place of a released lease's, followed by the role and
+/// holder it was (`released/<quoted role>/<holder>`): it keeps the window's bound, counts
+/// against the role's limit until it ends, and no application's holder (all "app/...") can
+/// name it.
 const RELEASED: &str = "released";
-
-/// Serialises this server's acquisitions, which read the pool and then choose (the table's
-/// exclusion constraint still settles a race between servers of a fleet).
-const ACQUIRE_LOCK: i64 = 0x7261_6e64_666c_616b; // "randflak"
 
 /// What one call may use: the pool, the table, and who asks.
 struct Request {
@@ -46,8 +48,8 @@ struct Holder {
 /// Checks what every call needs, in order: a pool, the keeper's database, a transaction of its
 /// own, a well-formed holder, and a lease table the keeper may trust.
 fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Error> {
-    let pool = gucs::app_pool().ok_or(Error::NoAppPool)?;
-    let database = gucs::database();
+    let pool = settings::pool().ok_or(Error::NoAppPool {})?;
+    let database = keeper_settings::database();
     if identity::database_name() != database {
         return Err(Error::AppLeaseDatabase { database });
     }
@@ -63,9 +65,9 @@ fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Erro
         name: name.to_owned(),
         shown: format!("application {role}: {name}"),
     };
-    let keeper = Role::named(gucs::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
-    let (schema, table) = gucs::lease_table();
-    let foreign_allowed = gucs::node_source() == gucs::NodeSource::Fleet;
+    let keeper = Role::named(keeper_settings::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
+    let (schema, table) = keeper_settings::lease_table();
+    let foreign_allowed = keeper_settings::node_source() == NodeSource::Fleet;
     match keeper.acting(|| vetting::vet(&schema, &table, foreign_allowed)) {
         Verdict::Trusted => {}
         Verdict::Missing | Verdict::Refused(_) => return Err(no_lease_table()),
@@ -74,7 +76,7 @@ fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Erro
 }
 
 fn no_lease_table() -> Error {
-    Error::NoLease { keeper: published_lease::keeper(), database: gucs::database() }
+    Error::NoLease { keeper: keeper_report::read(), database: keeper_settings::database() }
 }
 
 fn node_in_pool(node: Option<i32>, pool: (u32, u32)) -> Result<u32, Error> {
@@ -91,8 +93,8 @@ fn last_second(now: u64, seconds: Option<i32>) -> Result<u64, Error> {
         .map_err(|reason| Error::AppLeaseArgument { reason: reason.to_string() })
 }
 
-/// The value of an SPI call; a failure is the statement's ERROR.
-fn sql<T>(result: Result<T, SpiError>) -> T {
+/// The value of an SPI call; a failure is raised as the statement's ERROR.
+fn or_raise<T>(result: Result<T, SpiError>) -> T {
     result.unwrap_or_else(|error| error!("{error}"))
 }
 
@@ -103,19 +105,24 @@ pub fn acquire(holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let Request { pool, table, holder, keeper } = request;
     keeper.acting(|| {
-        sql(Spi::run_with_args("SELECT pg_catalog.pg_advisory_xact_lock($1)", &[ACQUIRE_LOCK.into()]));
-        if let Some(limit) = gucs::app_leases_per_role() {
+        // Serialises this server's acquisitions, which read the pool and then choose: a lock on
+        // this server's own lease table (in fleet mode too) that conflicts only with itself and
+        // VACUUM, not with the keeper's writes, and that no role without write rights on the
+        // table can take, so that none can hold acquisitions up. The exclusion constraint still
+        // settles a race between servers of a fleet.
+        or_raise(Spi::run("LOCK TABLE randflake.node_leases IN SHARE UPDATE EXCLUSIVE MODE"));
+        if let Some(limit) = settings::leases_per_role() {
             if live_leases_of(&table, &holder.role, now) >= limit {
                 Error::AppRoleQuota { role: holder.role.clone(), limit }.raise();
             }
         }
         let windows = windows_of(&table, pool);
-        let spread = u64::from(identity::backend_pid().unsigned_abs()) ^ now;
+        let spread = u64::from(backend::pid().unsigned_abs()) ^ now;
         let Some(node) = app_lease::free_node(pool.0, pool.1, &windows, now, spread) else {
             Error::AppPoolExhausted { first: pool.0, last: pool.1 }.raise()
         };
         // Windows of the node that ended before now bound nothing the new one does not.
-        sql(Spi::run_with_args(
+        or_raise(Spi::run_with_args(
             &format!("DELETE FROM {table} WHERE first_node = $1 AND last_node = $1 AND lease_end < $2"),
             &[(node as i32).into(), (now as i64).into()],
         ));
@@ -140,7 +147,7 @@ pub fn extend(holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> 
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let Request { table, holder, keeper, .. } = request;
     keeper.acting(|| {
-        let renewed = sql(Spi::connect_mut(|client| {
+        let renewed = or_raise(Spi::connect_mut(|client| {
             let rows = client.update(
                 &format!(
                     "UPDATE {table} SET lease_end = greatest(lease_end, $1), used_through = greatest(used_through, $1),
@@ -180,14 +187,22 @@ pub fn release(holder: Option<&str>, node: Option<i32>) -> bool {
         }
         // The row is replaced by one no holder can extend, over the seconds the holder may have
         // used: a window is never given back before a fast application clock could reach it.
-        sql(Spi::run_with_args(
-            &format!("DELETE FROM {table} WHERE first_node = $1 AND lease_start = $2 AND holder = $3"),
-            &[(node as i32).into(), (start as i64).into(), holder.key.as_str().into()],
-        ));
+        let deleted = or_raise(Spi::connect_mut(|client| {
+            let rows = client.update(
+                &format!("DELETE FROM {table} WHERE first_node = $1 AND lease_start = $2 AND holder = $3 RETURNING 1"),
+                None,
+                &[(node as i32).into(), (start as i64).into(), holder.key.as_str().into()],
+            )?;
+            Ok::<_, SpiError>(rows.len())
+        }));
+        if deleted == 0 {
+            // Another call released it meanwhile (it waited for that call's row lock).
+            return false;
+        }
         insert(
             &table,
             node,
-            RELEASED,
+            &format!("{}/{}", released_prefix(&holder.role), holder.name),
             &format!("released by {}", holder.shown),
             start,
             app_lease::released_last(start, end, now),
@@ -196,7 +211,8 @@ pub fn release(holder: Option<&str>, node: Option<i32>) -> bool {
     })
 }
 
-/// The application pool as monitoring sees it: leases held, nodes free now, the soonest end.
+/// The application pool as monitoring sees it: leases held, nodes free now, and when the soonest
+/// lease ends (the second after its last, as the lease functions' `lease_end_exclusive`).
 pub struct PoolStatus {
     pub pool: (u32, u32),
     pub held: u32,
@@ -206,20 +222,20 @@ pub struct PoolStatus {
 
 /// The pool's state; `None` without a pool, or outside the keeper's database.
 pub fn status() -> Option<PoolStatus> {
-    let pool = gucs::app_pool()?;
-    if identity::database_name() != gucs::database() {
+    let pool = settings::pool()?;
+    if identity::database_name() != keeper_settings::database() {
         return None;
     }
-    let keeper = Role::named(gucs::keeper_role().as_deref())?;
-    let (schema, table) = gucs::lease_table();
-    let foreign_allowed = gucs::node_source() == gucs::NodeSource::Fleet;
+    let keeper = Role::named(keeper_settings::keeper_role().as_deref())?;
+    let (schema, table) = keeper_settings::lease_table();
+    let foreign_allowed = keeper_settings::node_source() == NodeSource::Fleet;
     let table_name = quote_qualified_identifier(schema.as_str(), table.as_str());
     keeper.acting(|| {
         if !matches!(vetting::vet(&schema, &table, foreign_allowed), Verdict::Trusted) {
             return None;
         }
         let now = clock::unix_second();
-        let held: Vec<u64> = sql(Spi::connect(|client| {
+        let held: Vec<u64> = or_raise(Spi::connect(|client| {
             let rows = client.select(
                 &format!(
                     "SELECT lease_end FROM {table_name}
@@ -233,13 +249,15 @@ pub fn status() -> Option<PoolStatus> {
         let windows = windows_of(&table_name, pool);
         let free =
             (pool.0..=pool.1).filter(|node| app_lease::free_node(*node, *node, &windows, now, 0).is_some()).count();
-        Some(PoolStatus { pool, held: held.len() as u32, free: free as u32, soonest_end: held.into_iter().min() })
+        // The moment the soonest lease ends: the second after its last.
+        let soonest_end = held.iter().min().map(|last| last + 1);
+        Some(PoolStatus { pool, held: held.len() as u32, free: free as u32, soonest_end })
     })
 }
 
 /// `(node, last second)` of every window on record of a node of the pool.
 fn windows_of(table: &str, pool: (u32, u32)) -> Vec<(u32, u64)> {
-    let rows: Vec<(i32, i32, i64)> = sql(Spi::connect(|client| {
+    let rows: Vec<(i32, i32, i64)> = or_raise(Spi::connect(|client| {
         let rows = client.select(
             &format!("SELECT first_node, last_node, lease_end FROM {table} WHERE first_node <= $2 AND last_node >= $1"),
             None,
@@ -262,14 +280,24 @@ fn windows_of(table: &str, pool: (u32, u32)) -> Vec<(u32, u64)> {
         .collect()
 }
 
-/// How many live leases the holders of `role` have.
+/// How many nodes the holders of `role` keep from others now: their live leases, and the ones
+/// they released that have not ended (or a role could take the whole pool by releasing and
+/// leasing again).
 fn live_leases_of(table: &str, role: &str, now: u64) -> u32 {
-    let prefix = format!("{}/", role_prefix(role));
-    let count = sql(Spi::get_one_with_args::<i64>(
-        &format!("SELECT count(*) FROM {table} WHERE pg_catalog.starts_with(holder, $1) AND lease_end >= $2"),
-        &[prefix.as_str().into(), (now as i64).into()],
+    let (held, released) = (format!("{}/", role_prefix(role)), format!("{}/", released_prefix(role)));
+    let count = or_raise(Spi::get_one_with_args::<i64>(
+        &format!(
+            "SELECT count(*) FROM {table}
+              WHERE (pg_catalog.starts_with(holder, $1) OR pg_catalog.starts_with(holder, $3)) AND lease_end >= $2"
+        ),
+        &[held.as_str().into(), (now as i64).into(), released.as_str().into()],
     ));
     count.unwrap_or_default() as u32
+}
+
+/// The start of the holder of every lease that `role`'s holders released.
+fn released_prefix(role: &str) -> String {
+    format!("{RELEASED}/{}", quote_identifier(role))
 }
 
 /// The start of every holder key of `role`'s: a quoted role name cannot be the beginning of
@@ -280,7 +308,7 @@ fn role_prefix(role: &str) -> String {
 
 /// The start and last second of `holder`'s latest window of `node`.
 fn latest_window(table: &str, node: u32, key: &str) -> Option<(u64, u64)> {
-    sql(Spi::connect(|client| {
+    or_raise(Spi::connect(|client| {
         let rows = client.select(
             &format!(
                 "SELECT lease_start, lease_end FROM {table}
@@ -306,7 +334,7 @@ fn gone(table: &str, node: u32, holder: &Holder) -> Error {
 }
 
 fn insert(table: &str, node: u32, holder: &str, shown: &str, start: u64, last: u64) {
-    sql(Spi::run_with_args(
+    or_raise(Spi::run_with_args(
         &format!(
             // renewed_at is explicit: through postgres_fdw, a remote default does not apply.
             "INSERT INTO {table} (first_node, last_node, holder, server_name, lease_start, lease_end, used_through, renewed_at)

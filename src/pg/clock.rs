@@ -12,8 +12,7 @@ use std::time::Duration;
 ///
 /// `time()` is the cheapest reading of that same coarse clock: on Linux it is answered in user
 /// space from the second the kernel publishes at each tick, which `CLOCK_REALTIME_COARSE`
-/// reports too, and costs about 1.4 ns against about 4 ns for `clock_gettime` (measured from
-/// SQL, see docs/performance.md).
+/// reports too, for about a third of what `clock_gettime` costs (docs/performance.md).
 #[inline]
 pub fn unix_second() -> u64 {
     #[cfg(target_os = "linux")]

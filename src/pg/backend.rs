@@ -1,0 +1,121 @@
+//! This process as PostgreSQL runs it: who it is, what state the server is in, callbacks at its
+//! exit, waiting on its latch, and values private to it.
+
+use std::cell::RefCell;
+use std::ffi::{c_int, c_long, CStr};
+use std::time::Duration;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// This process's id.
+pub fn pid() -> i32 {
+    // SAFETY: a plain read of a PostgreSQL global, set when the process starts.
+    unsafe { pg_sys::MyProcPid }
+}
+
+/// Whether the server is a standby still replaying WAL (or a primary still starting up).
+pub fn in_recovery() -> bool {
+    // SAFETY: a plain read of shared state, from the process's main thread.
+    unsafe { pg_sys::RecoveryInProgress() }
+}
+
+/// Whether the server runs for pg_upgrade, which rebuilds the catalogs meanwhile.
+pub fn in_binary_upgrade() -> bool {
+    // SAFETY: a PostgreSQL global, set from the postmaster's options before libraries preload.
+    unsafe { pg_sys::IsBinaryUpgrade }
+}
+
+/// Whether the library is being loaded through `shared_preload_libraries`, in the postmaster.
+pub fn preloading() -> bool {
+    // SAFETY: a plain read of a PostgreSQL global, from the loading thread.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
+/// Who the server is in WAL: its system identifier and the timeline it writes on.
+pub fn system_identity() -> (u64, u32) {
+    // SAFETY: plain reads of shared state; called once recovery has finished.
+    unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::GetWALInsertionTimeLine()) }
+}
+
+/// The machine's host name, or `localhost` if it has none.
+pub fn host_name() -> String {
+    let mut host = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length; gethostname NUL-terminates within it
+    // or the read below finds no NUL and falls back.
+    unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) };
+    CStr::from_bytes_until_nul(&host)
+        .map_or_else(|_| "localhost".to_owned(), |host| host.to_string_lossy().into_owned())
+}
+
+/// Asks another process of this server to terminate, as `pg_terminate_backend` does.
+pub fn terminate(pid: i32) {
+    // SAFETY: sending a signal has no memory effects in this process.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
+/// Runs `callback` when this process exits, after its transaction's clean-up (for giving up
+/// what shared memory says it holds).
+pub fn at_exit(callback: fn()) {
+    // SAFETY: registering an exit callback from the process's main thread; the argument is a
+    // function pointer of this library, which PostgreSQL hands back unchanged.
+    unsafe { pg_sys::on_shmem_exit(Some(run_exit_callback), pg_sys::Datum::from(callback as usize)) };
+}
+
+/// Runs `callback` when this process exits, before its transaction's clean-up.
+pub fn before_exit(callback: fn()) {
+    // SAFETY: as for `at_exit`.
+    unsafe { pg_sys::before_shmem_exit(Some(run_exit_callback), pg_sys::Datum::from(callback as usize)) };
+}
+
+/// # Safety
+///
+/// Only PostgreSQL calls this, as an exit callback registered by `at_exit` or `before_exit`.
+#[pg_guard]
+unsafe extern "C-unwind" fn run_exit_callback(_code: c_int, callback: pg_sys::Datum) {
+    // SAFETY: the argument is the `fn()` that `at_exit` or `before_exit` registered with it.
+    let callback: fn() = unsafe { std::mem::transmute::<usize, fn()>(callback.value()) };
+    callback();
+}
+
+/// Sleeps on this process's latch for `duration` at most, waking early when the latch is set
+/// (a signal, a reload) and at once if the postmaster dies. The caller serves interrupts.
+pub fn wait_on_latch(duration: Duration) {
+    let timeout_ms = c_long::try_from(duration.as_millis()).unwrap_or(c_long::MAX);
+    // SAFETY: waiting on this process's own latch from its main thread.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as c_int,
+            timeout_ms,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+}
+
+/// A value private to this PostgreSQL process: a plain static, where `thread_local!` would be
+/// the checked choice.
+///
+/// In a library that PostgreSQL loads with dlopen(), every thread-local access calls
+/// `__tls_get_addr`, a large share of a call that reads a reserved ID (docs/performance.md has
+/// the figures). A plain static is sound because PostgreSQL runs each
+/// session in its own single-threaded process and pgrx refuses calls into PostgreSQL from any
+/// other thread, so only the process's main thread reaches the value. The `RefCell` turns an
+/// accidental re-entrant use into a panic, which the caller's guard reports as an ERROR, instead
+/// of undefined behaviour.
+pub struct BackendLocal<T>(RefCell<T>);
+
+// SAFETY: see the type's documentation: only the process's main thread ever touches the value.
+unsafe impl<T> Sync for BackendLocal<T> {}
+
+impl<T> BackendLocal<T> {
+    pub const fn new(value: T) -> Self {
+        Self(RefCell::new(value))
+    }
+
+    #[inline]
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.0.borrow_mut())
+    }
+}

@@ -1,0 +1,36 @@
+//! Every randflake_pg setting (GUC), listed here and defined beside the subsystem that owns it:
+//!
+//! | subsystem | settings |
+//! |---|---|
+//! | `keeper::settings` | `node_source`, `node_id_min`, `node_id_max`, `fleet_lease_table`, `fleet_block_size`, `database`, `keeper_role`, `lease_seconds` |
+//! | `generation::settings` | `max_nodes_per_backend` |
+//! | `secret::settings` | `secret`, `secret_file` |
+//! | `app_leases::settings` | `app_node_id_min`, `app_node_id_max`, `app_leases_per_role` |
+//!
+//! All of them can be set only by superusers, in the configuration files.
+#![forbid(unsafe_code)]
+
+use crate::errors::Error;
+use crate::pg::guc;
+use crate::{app_leases, generation, keeper, secret};
+
+/// Defines every setting, reserves the `randflake` prefix and checks what the settings cannot
+/// check one by one. Called once, from `_PG_init`; an invalid configuration stops the server.
+pub fn define() {
+    keeper::settings::define();
+    generation::settings::define();
+    secret::settings::define();
+    app_leases::settings::define();
+    // A misspelt randflake.* line would otherwise stay a placeholder and leave this server on
+    // the default, widest node range, overlapping every other server.
+    guc::reserve_prefix(c"randflake");
+    startup_check().unwrap_or_else(|error| error.raise());
+}
+
+fn startup_check() -> Result<(), Error> {
+    if guc::rejected_while_loading() {
+        return Err(Error::InvalidSettingsAtStartup {});
+    }
+    keeper::settings::check_at_startup()?;
+    app_leases::settings::check_at_startup()
+}
