@@ -52,27 +52,32 @@ CREATE CONSTRAINT TRIGGER require_synchronous_standbys AFTER INSERT OR UPDATE ON
 -- Application leases: nodes of the application pool (randflake.app_node_id_min..max) leased to
 -- processes that make IDs with a Randflake port, in the same lease table as the servers'. As
 -- pgrx declares them from src/functions.rs: in a fresh install pgrx has already created them and
--- these statements replace them with the same definitions.
+-- these statements replace them with the same definitions. Their search_path is pinned: they run
+-- SQL as the keeper's role, and a caller's own operators must not be found ahead of pg_catalog's.
 CREATE OR REPLACE FUNCTION @extschema@.randflake_lease_acquire(holder text, seconds integer DEFAULT 600)
 RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
 VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_lease_acquire_wrapper';
 
 CREATE OR REPLACE FUNCTION @extschema@.randflake_lease_extend(holder text, node_id integer, seconds integer DEFAULT 600)
 RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
 VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_lease_extend_wrapper';
 
 CREATE OR REPLACE FUNCTION @extschema@.randflake_lease_release(holder text, node_id integer) RETURNS boolean
 VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_lease_release_wrapper';
 
 CREATE OR REPLACE FUNCTION @extschema@.randflake_app_leases()
 RETURNS TABLE (pool_first integer, pool_last integer, leases_held integer, nodes_free integer, soonest_end timestamp with time zone)
 STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_app_leases_wrapper';
 

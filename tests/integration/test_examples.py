@@ -9,7 +9,8 @@ never the secret) on bad input.
 
 Examples checked: Python (examples/python/decode_ids.py, run with this interpreter, which has
 the reference port) and Rust (`cargo run -p randflake --example decode`, built once per session).
-The Go example is not run here: see examples/README.md.
+The Go example is not run here: see examples/README.md. The lease client
+(examples/python/lease_client.py) is run against a real server, which is stopped under it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import json
 import os
 import pathlib
 import random
+import re
 import secrets
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -216,3 +219,108 @@ def test_ids_made_by_the_application_example_decode_in_sql(make_cluster, tmp_pat
         (server_node,) = conn.execute("SELECT node_id FROM randflake_decode(randflake_next())").fetchone()
     assert server_node <= 1023 < APP_NODE
     assert_secret_not_shown(made, cluster.key_hex)
+
+
+LEASE_CLIENT = PYTHON_EXAMPLES / "lease_client.py"
+APP_POOL = ("randflake.app_node_id_min = 130000", "randflake.app_node_id_max = 130003")
+WINDOW = re.compile(r"(leased|extended) node (\d+): seconds \[(\d+), (\d+)\)")
+
+
+def lease_client_server(make_cluster) -> tuple:
+    """A server with an application pool and a role granted the lease functions; its DSN."""
+    cluster = make_cluster(*SERVER_NODES, *APP_POOL)
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE ROLE orders_service LOGIN")
+        conn.execute(
+            """GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer),
+                   randflake_lease_extend(text, integer, integer), randflake_lease_release(text, integer)
+                TO orders_service"""
+        )
+    return cluster, f"host={cluster.dir} port={cluster.port} dbname=postgres user=orders_service"
+
+
+def start_lease_client(dsn: str, key: pathlib.Path, out: pathlib.Path, *arguments: str) -> subprocess.Popen:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("RANDFLAKE_SECRET")}
+    env["RANDFLAKE_SECRET_FILE"] = str(key)
+    return subprocess.Popen(
+        [sys.executable, str(LEASE_CLIENT), "--dsn", dsn, *arguments],
+        env=env,
+        stdout=open(out / "ids", "w"),
+        stderr=open(out / "log", "w"),
+    )
+
+
+def windows_in(log: str) -> list[tuple[str, int, int, int]]:
+    """(event, node, start, end_exclusive) of every lease window the client reported."""
+    return [(event, int(node), int(start), int(end)) for event, node, start, end in WINDOW.findall(log)]
+
+
+def test_the_lease_client_leases_extends_issues_inside_its_window_and_releases(make_cluster, tmp_path):
+    cluster, dsn = lease_client_server(make_cluster)
+    client = start_lease_client(
+        dsn, key_file(tmp_path, cluster.key_hex), tmp_path, "--holder", "orders-7", "--seconds", "3",
+        "--duration", "5", "--rate", "50",
+    )
+    assert client.wait(30) == 0, (tmp_path / "log").read_text()
+    log = (tmp_path / "log").read_text()
+    windows = windows_in(log)
+    assert windows[0][0] == "leased" and len(windows) >= 3, log
+    node, start = windows[0][1:3]
+    assert {(window[1], window[2]) for window in windows} == {(node, start)}, "an extension keeps node and start"
+    end = windows[-1][3]
+    assert f"released node {node}" in log
+    ids = [int(line) for line in (tmp_path / "ids").read_text().split()]
+    assert len(ids) > 100 and len(set(ids)) == len(ids)
+    with cluster.connect() as conn:
+        decoded = decoded_ids(conn, ids)
+        assert {node_id for _, node_id, _ in decoded} == {node}
+        assert all(start <= second < end for second, _, _ in decoded)
+        row = conn.execute(
+            "SELECT holder, server_name FROM randflake.node_leases WHERE first_node = %s AND lease_start = %s",
+            (node, start),
+        ).fetchone()
+    # What a release writes in place of the holder: no application's holder can name it.
+    assert row[0] in ("released", "released/orders_service/orders-7")
+    assert row[1] == "released by application orders_service: orders-7"
+
+
+def test_the_lease_client_stops_issuing_exactly_when_a_lease_it_cannot_extend_ends(make_cluster, tmp_path):
+    """The database goes away: the client keeps issuing until its lease ends, not a second
+    less, and not an ID after."""
+    cluster, dsn = lease_client_server(make_cluster)
+    client = start_lease_client(
+        dsn, key_file(tmp_path, cluster.key_hex), tmp_path, "--holder", "orders-8", "--seconds", "4", "--rate", "50"
+    )
+    log = tmp_path / "log"
+    deadline = time.monotonic() + 20
+    while "extended node" not in log.read_text():
+        assert client.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    cluster.stop()
+    stopped_at = time.time()
+    while client.poll() is None:
+        assert time.time() < stopped_at + 15, "the client kept running long after its lease"
+        time.sleep(0.02)
+    exited_at = time.time()
+    text = log.read_text()
+    assert client.returncode == 3, text
+    end = windows_in(text)[-1][3]
+    assert "cannot extend" in text and "stopped issuing" in text
+    # It stopped at its lease's end (the next ID after it), not before.
+    assert end <= exited_at < end + 1, (end, exited_at, text)
+    ids = [int(line) for line in (tmp_path / "ids").read_text().split()]
+    reader = decoder_for(cluster.key_bytes)
+    seconds = [reader.inspect(id_).timestamp for id_ in ids]
+    assert max(seconds) == end - 1, (max(seconds), end)
+    assert sum(second == end - 1 for second in seconds) >= 10, "it issued through the lease's last second"
+    assert len(set(ids)) == len(ids)
+
+
+def decoder_for(secret: bytes):
+    """The reference port, to read IDs while the server is down."""
+    from randflake.v2 import RANDFLAKE_EPOCH_OFFSET, Config, Generator, Lease
+
+    lease = Lease(node_id=0, start=RANDFLAKE_EPOCH_OFFSET, end_exclusive=RANDFLAKE_EPOCH_OFFSET + 1)
+    return Generator(Config(lease=lease, secret=secret))
