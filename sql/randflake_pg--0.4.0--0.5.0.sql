@@ -95,6 +95,172 @@ REVOKE EXECUTE ON FUNCTION @extschema@.randflake_lease_extend(text, integer, int
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_lease_release(text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_app_leases() FROM PUBLIC;
 
+-- randflake_id: the same 8 bytes as bigint, whose text form is the canonical string, so that an ID
+-- survives JSON (to_jsonb, json_agg and the APIs built on them write it as a string, where a
+-- JavaScript number would round it). Binary send and receive are bigint's own functions, so
+-- binary COPY and drivers that read int8 see the same value. The two types convert into each
+-- other on assignment (DEFAULT randflake_next() fills a randflake_id column) and by an explicit
+-- cast (randflake_decode(id::bigint)), never implicitly: with an implicit cast to bigint,
+-- `id = 5` would find two equally good operators, and `id + 1` would mean something.
+CREATE TYPE @extschema@.randflake_id;
+
+CREATE FUNCTION @extschema@.randflake_id_in(cstring) RETURNS @extschema@.randflake_id
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_id_in_wrapper';
+CREATE FUNCTION @extschema@.randflake_id_out(@extschema@.randflake_id) RETURNS cstring
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_id_out_wrapper';
+CREATE FUNCTION @extschema@.randflake_id_recv(internal) RETURNS @extschema@.randflake_id
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE internal
+AS 'int8recv';
+CREATE FUNCTION @extschema@.randflake_id_send(@extschema@.randflake_id) RETURNS bytea
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE internal
+AS 'int8send';
+
+CREATE TYPE @extschema@.randflake_id (
+    INPUT = @extschema@.randflake_id_in,
+    OUTPUT = @extschema@.randflake_id_out,
+    RECEIVE = @extschema@.randflake_id_recv,
+    SEND = @extschema@.randflake_id_send,
+    LIKE = pg_catalog.int8
+);
+COMMENT ON TYPE @extschema@.randflake_id IS
+'A Randflake ID: the eight bytes of a bigint, shown as its canonical string (1 to 13 lower-case base32hex digits), so that JSON and JavaScript get a string, never a rounded number. Binary send and receive are bigint''s. It and bigint convert into each other on assignment (so DEFAULT randflake_next() fills it) and by explicit casts (randflake_decode(id::bigint)).';
+COMMENT ON FUNCTION @extschema@.randflake_id_in(cstring) IS
+'Input of randflake_id: the canonical string form only, as randflake_from_string() parses it.';
+COMMENT ON FUNCTION @extschema@.randflake_id_out(@extschema@.randflake_id) IS
+'Output of randflake_id: the canonical string form, as randflake_to_string() writes it.';
+COMMENT ON FUNCTION @extschema@.randflake_id_recv(internal) IS
+'Binary input of randflake_id: bigint''s (eight bytes, big-endian, signed).';
+COMMENT ON FUNCTION @extschema@.randflake_id_send(@extschema@.randflake_id) IS
+'Binary output of randflake_id: bigint''s (eight bytes, big-endian, signed).';
+
+CREATE CAST (bigint AS @extschema@.randflake_id) WITHOUT FUNCTION AS ASSIGNMENT;
+CREATE CAST (@extschema@.randflake_id AS bigint) WITHOUT FUNCTION AS ASSIGNMENT;
+COMMENT ON CAST (bigint AS @extschema@.randflake_id) IS
+'The same eight bytes; on assignment, so that DEFAULT randflake_next() and bigint values fill a randflake_id column.';
+COMMENT ON CAST (@extschema@.randflake_id AS bigint) IS
+'The same eight bytes; on assignment, so that bigint columns take a randflake_id, and explicitly (id::bigint) for randflake_decode() and the accessors.';
+
+-- Comparison: bigint's own functions, since the representation is bigint's, between two
+-- randflake_ids and between a randflake_id and a bigint either way, in one btree and one hash
+-- family, so that an index on a randflake_id column serves `id = 4594531474933654033` too. Each
+-- family also holds bigint's own operators: the planner sorts and hashes each side of a join by
+-- its own type within one family, so a family over two types must compare each with itself.
+DO $$
+DECLARE
+    pair record;
+    op record;
+BEGIN
+    FOR pair IN
+        SELECT * FROM (VALUES ('@extschema@.randflake_id', '@extschema@.randflake_id', 'randflake_id', 'randflake_id', 'randflake_id'),
+                              ('@extschema@.randflake_id', 'pg_catalog.int8', 'randflake_id_int8', 'randflake_id', 'bigint'),
+                              ('pg_catalog.int8', '@extschema@.randflake_id', 'int8_randflake_id', 'bigint', 'randflake_id'))
+               AS p(l, r, stem, l_word, r_word)
+    LOOP
+        FOR op IN
+            SELECT * FROM (VALUES ('=', 'eq', 'int8eq', '=', '<>', 'eqsel', 'eqjoinsel', 'equal to'),
+                                  ('<>', 'ne', 'int8ne', '<>', '=', 'neqsel', 'neqjoinsel', 'not equal to'),
+                                  ('<', 'lt', 'int8lt', '>', '>=', 'scalarltsel', 'scalarltjoinsel', 'less than'),
+                                  ('<=', 'le', 'int8le', '>=', '>', 'scalarlesel', 'scalarlejoinsel', 'less than or equal to'),
+                                  ('>', 'gt', 'int8gt', '<', '<=', 'scalargtsel', 'scalargtjoinsel', 'greater than'),
+                                  ('>=', 'ge', 'int8ge', '<=', '<', 'scalargesel', 'scalargejoinsel', 'greater than or equal to'))
+                   AS o(symbol, suffix, internal_name, commutator, negator, restrict_estimator, join_estimator, words)
+        LOOP
+            EXECUTE format('CREATE FUNCTION @extschema@.%I(%s, %s) RETURNS boolean '
+                           'IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS %L',
+                           pair.stem || '_' || op.suffix, pair.l, pair.r, op.internal_name);
+            EXECUTE format('COMMENT ON FUNCTION @extschema@.%I(%s, %s) IS %L',
+                           pair.stem || '_' || op.suffix, pair.l, pair.r,
+                           format('Whether a %s is %s a %s, as bigints compare: the function of operator %s.',
+                                  pair.l_word, op.words, pair.r_word, op.symbol));
+            EXECUTE format('CREATE OPERATOR @extschema@.%s (LEFTARG = %s, RIGHTARG = %s, '
+                           'FUNCTION = @extschema@.%I, COMMUTATOR = OPERATOR(@extschema@.%s), '
+                           'NEGATOR = OPERATOR(@extschema@.%s), RESTRICT = %s, JOIN = %s%s)',
+                           op.symbol, pair.l, pair.r, pair.stem || '_' || op.suffix, op.commutator, op.negator,
+                           op.restrict_estimator, op.join_estimator,
+                           CASE WHEN op.symbol = '=' THEN ', HASHES, MERGES' ELSE '' END);
+            EXECUTE format('COMMENT ON OPERATOR @extschema@.%s (%s, %s) IS %L',
+                           op.symbol, pair.l, pair.r, upper(left(op.words, 1)) || substr(op.words, 2) || ', as bigints compare.');
+        END LOOP;
+        EXECUTE format('CREATE FUNCTION @extschema@.%I(%s, %s) RETURNS integer '
+                       'IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS %L',
+                       pair.stem || '_cmp', pair.l, pair.r, 'btint8cmp');
+        EXECUTE format('COMMENT ON FUNCTION @extschema@.%I(%s, %s) IS %L',
+                       pair.stem || '_cmp', pair.l, pair.r,
+                       format('-1, 0 or 1 as a %s sorts before, with or after a %s: the btree support function.',
+                              pair.l_word, pair.r_word));
+    END LOOP;
+END
+$$;
+
+CREATE FUNCTION @extschema@.randflake_id_hash(@extschema@.randflake_id) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF
+LANGUAGE internal
+AS 'hashint8';
+CREATE FUNCTION @extschema@.randflake_id_hash_extended(@extschema@.randflake_id, bigint) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF
+LANGUAGE internal
+AS 'hashint8extended';
+COMMENT ON FUNCTION @extschema@.randflake_id_hash(@extschema@.randflake_id) IS
+'The hash of a randflake_id: bigint''s, so hash joins with bigint columns work.';
+COMMENT ON FUNCTION @extschema@.randflake_id_hash_extended(@extschema@.randflake_id, bigint) IS
+'The seeded hash of a randflake_id: bigint''s.';
+
+CREATE OPERATOR FAMILY @extschema@.randflake_id_ops USING btree;
+CREATE OPERATOR CLASS @extschema@.randflake_id_ops DEFAULT FOR TYPE @extschema@.randflake_id
+USING btree FAMILY @extschema@.randflake_id_ops AS
+    OPERATOR 1 @extschema@.< (@extschema@.randflake_id, @extschema@.randflake_id),
+    OPERATOR 2 @extschema@.<= (@extschema@.randflake_id, @extschema@.randflake_id),
+    OPERATOR 3 @extschema@.= (@extschema@.randflake_id, @extschema@.randflake_id),
+    OPERATOR 4 @extschema@.>= (@extschema@.randflake_id, @extschema@.randflake_id),
+    OPERATOR 5 @extschema@.> (@extschema@.randflake_id, @extschema@.randflake_id),
+    FUNCTION 1 @extschema@.randflake_id_cmp(@extschema@.randflake_id, @extschema@.randflake_id);
+ALTER OPERATOR FAMILY @extschema@.randflake_id_ops USING btree ADD
+    OPERATOR 1 @extschema@.< (@extschema@.randflake_id, bigint),
+    OPERATOR 2 @extschema@.<= (@extschema@.randflake_id, bigint),
+    OPERATOR 3 @extschema@.= (@extschema@.randflake_id, bigint),
+    OPERATOR 4 @extschema@.>= (@extschema@.randflake_id, bigint),
+    OPERATOR 5 @extschema@.> (@extschema@.randflake_id, bigint),
+    FUNCTION 1 @extschema@.randflake_id_int8_cmp(@extschema@.randflake_id, bigint),
+    OPERATOR 1 @extschema@.< (bigint, @extschema@.randflake_id),
+    OPERATOR 2 @extschema@.<= (bigint, @extschema@.randflake_id),
+    OPERATOR 3 @extschema@.= (bigint, @extschema@.randflake_id),
+    OPERATOR 4 @extschema@.>= (bigint, @extschema@.randflake_id),
+    OPERATOR 5 @extschema@.> (bigint, @extschema@.randflake_id),
+    FUNCTION 1 @extschema@.int8_randflake_id_cmp(bigint, @extschema@.randflake_id),
+    OPERATOR 1 pg_catalog.< (bigint, bigint),
+    OPERATOR 2 pg_catalog.<= (bigint, bigint),
+    OPERATOR 3 pg_catalog.= (bigint, bigint),
+    OPERATOR 4 pg_catalog.>= (bigint, bigint),
+    OPERATOR 5 pg_catalog.> (bigint, bigint),
+    FUNCTION 1 pg_catalog.btint8cmp(bigint, bigint);
+COMMENT ON OPERATOR FAMILY @extschema@.randflake_id_ops USING btree IS
+'Orders randflake_ids as bigints, among themselves and against bigint, so that an index on a randflake_id column serves comparisons with either.';
+COMMENT ON OPERATOR CLASS @extschema@.randflake_id_ops USING btree IS
+'The default btree operator class of randflake_id: the order of the bigints the IDs are.';
+
+CREATE OPERATOR FAMILY @extschema@.randflake_id_ops USING hash;
+CREATE OPERATOR CLASS @extschema@.randflake_id_ops DEFAULT FOR TYPE @extschema@.randflake_id
+USING hash FAMILY @extschema@.randflake_id_ops AS
+    OPERATOR 1 @extschema@.= (@extschema@.randflake_id, @extschema@.randflake_id),
+    FUNCTION 1 @extschema@.randflake_id_hash(@extschema@.randflake_id),
+    FUNCTION 2 @extschema@.randflake_id_hash_extended(@extschema@.randflake_id, bigint);
+ALTER OPERATOR FAMILY @extschema@.randflake_id_ops USING hash ADD
+    OPERATOR 1 @extschema@.= (@extschema@.randflake_id, bigint),
+    OPERATOR 1 @extschema@.= (bigint, @extschema@.randflake_id),
+    OPERATOR 1 pg_catalog.= (bigint, bigint),
+    FUNCTION 1 pg_catalog.hashint8(bigint),
+    FUNCTION 2 pg_catalog.hashint8extended(bigint, bigint);
+COMMENT ON OPERATOR FAMILY @extschema@.randflake_id_ops USING hash IS
+'Hashes randflake_ids as bigints, so that they hash-join with bigint columns.';
+COMMENT ON OPERATOR CLASS @extschema@.randflake_id_ops USING hash IS
+'The default hash operator class of randflake_id: bigint''s hash, for hash joins and hash indexes.';
+
 -- Default privileges: PostgreSQL applies the ALTER DEFAULT PRIVILEGES of the role that creates
 -- an object, so every object an install or upgrade script creates also gets what those name.
 -- Up to 0.4.0 the scripts only revoked from PUBLIC, which left the decoders (which reveal what

@@ -118,7 +118,99 @@ def _schema(conn: psycopg.Connection, oid: int) -> dict:
     }
 
 
-DESCRIBERS = {"pg_proc": _function, "pg_class": _table, "pg_namespace": _schema}
+def _type(conn: psycopg.Connection, oid: int) -> dict:
+    row = conn.execute(
+        """SELECT t.typname, t.typlen, t.typbyval, t.typalign, t.typstorage, t.typcategory,
+                  t.typinput::regproc::text, t.typoutput::regproc::text, t.typreceive::regproc::text,
+                  t.typsend::regproc::text, t.typnamespace::regnamespace::text
+             FROM pg_type t WHERE t.oid = %s""",
+        (oid,),
+    ).fetchone()
+    comment, owner = _comment_and_owner(conn, "pg_type", "typowner", oid)
+    keys = ("name", "length", "by_value", "alignment", "storage", "category", "input", "output", "receive", "send", "schema")
+    return {
+        **dict(zip(keys, row)),
+        "comment": comment,
+        "owner": owner,
+        "acl": _acl(conn, "SELECT coalesce(typacl, acldefault('T', typowner)) FROM pg_type WHERE oid = %s", oid),
+        "initial_acl": _initial_acl(conn, "pg_type", oid),
+    }
+
+
+def _cast(conn: psycopg.Connection, oid: int) -> dict:
+    source, target, context, method, function = conn.execute(
+        """SELECT format_type(castsource, NULL), format_type(casttarget, NULL), castcontext, castmethod,
+                  nullif(castfunc, 0)::regprocedure::text
+             FROM pg_cast WHERE oid = %s""",
+        (oid,),
+    ).fetchone()
+    return {
+        "source": source,
+        "target": target,
+        "context": {"e": "explicit", "a": "on assignment", "i": "implicit"}[context],
+        "method": {"f": f"function {function}", "i": "input and output", "b": "binary-coercible"}[method],
+        "comment": conn.execute("SELECT obj_description(%s, 'pg_cast')", (oid,)).fetchone()[0],
+    }
+
+
+def _operator(conn: psycopg.Connection, oid: int) -> dict:
+    row = conn.execute(
+        """SELECT o.oprname, format_type(o.oprleft, NULL), format_type(o.oprright, NULL), format_type(o.oprresult, NULL),
+                  o.oprcode::regprocedure::text, nullif(o.oprcom, 0)::regoperator::text,
+                  nullif(o.oprnegate, 0)::regoperator::text, o.oprrest::text, o.oprjoin::text, o.oprcanhash,
+                  o.oprcanmerge, o.oprnamespace::regnamespace::text
+             FROM pg_operator o WHERE o.oid = %s""",
+        (oid,),
+    ).fetchone()
+    comment, owner = _comment_and_owner(conn, "pg_operator", "oprowner", oid)
+    keys = ("symbol", "left", "right", "result", "function", "commutator", "negator", "restrict", "join", "hashes",
+            "merges", "schema")
+    return {**dict(zip(keys, row)), "comment": comment, "owner": owner}
+
+
+def _family_members(conn: psycopg.Connection, family: int) -> list[str]:
+    """Every operator and support function of an operator family, as sorted text."""
+    return [row[0] for row in conn.execute(
+        """SELECT format('operator %%s %%s', amopstrategy, amopopr::regoperator) FROM pg_amop WHERE amopfamily = %s
+           UNION ALL
+           SELECT format('function %%s (%%s, %%s) %%s', amprocnum, format_type(amproclefttype, NULL),
+                         format_type(amprocrighttype, NULL), amproc::regprocedure)
+             FROM pg_amproc WHERE amprocfamily = %s
+           ORDER BY 1""",
+        (family, family),
+    )]
+
+
+def _operator_family(conn: psycopg.Connection, oid: int) -> dict:
+    name, method = conn.execute(
+        "SELECT f.opfname, a.amname FROM pg_opfamily f JOIN pg_am a ON a.oid = f.opfmethod WHERE f.oid = %s", (oid,)
+    ).fetchone()
+    comment, owner = _comment_and_owner(conn, "pg_opfamily", "opfowner", oid)
+    return {"name": name, "method": method, "members": _family_members(conn, oid), "comment": comment, "owner": owner}
+
+
+def _operator_class(conn: psycopg.Connection, oid: int) -> dict:
+    name, method, type_, default, family = conn.execute(
+        """SELECT c.opcname, a.amname, format_type(c.opcintype, NULL), c.opcdefault, f.opfname
+             FROM pg_opclass c JOIN pg_am a ON a.oid = c.opcmethod JOIN pg_opfamily f ON f.oid = c.opcfamily
+            WHERE c.oid = %s""",
+        (oid,),
+    ).fetchone()
+    comment, owner = _comment_and_owner(conn, "pg_opclass", "opcowner", oid)
+    return {"name": name, "method": method, "type": type_, "default": default, "family": family, "comment": comment,
+            "owner": owner}
+
+
+DESCRIBERS = {
+    "pg_proc": _function,
+    "pg_class": _table,
+    "pg_namespace": _schema,
+    "pg_type": _type,
+    "pg_cast": _cast,
+    "pg_operator": _operator,
+    "pg_opfamily": _operator_family,
+    "pg_opclass": _operator_class,
+}
 
 
 def extension_objects(conn: psycopg.Connection) -> dict:

@@ -60,6 +60,51 @@ def render_table(name: str, table: dict) -> list[str]:
     return lines
 
 
+def support_functions(objects: dict) -> set[str]:
+    """The functions behind the ID type's input, output, operators and operator classes, as
+    regprocedure text: listed with the type, not among the functions users call."""
+    used = set()
+    for name, description in objects.items():
+        if name.startswith("type "):
+            used |= {description[key] for key in ("input", "output", "receive", "send")}
+        elif name.startswith("operator ") and "function" in description:
+            used.add(description["function"])
+        elif name.startswith("operator family "):
+            used |= {member.split(") ", 1)[1] for member in description["members"] if member.startswith("function ")}
+    return {function.split("(")[0] for function in used}
+
+
+def render_type(objects: dict) -> list[str]:
+    lines = []
+    for name, type_ in sorted(objects.items()):
+        if not name.startswith("type "):
+            continue
+        lines += [f"## Type `{type_['name']}`", "", type_["comment"] or "", ""]
+        lines += [f"- Storage: {type_['length']} bytes, {'passed by value' if type_['by_value'] else 'by reference'}; "
+                  f"input `{type_['input']}`, output `{type_['output']}`, binary `{type_['receive']}` and `{type_['send']}`",
+                  f"- USAGE: {privileges(type_, 'USAGE')}", ""]
+    casts = sorted((name, cast) for name, cast in objects.items() if name.startswith("cast "))
+    lines += ["Casts:", "", "| from | to | when | how | meaning |", "|---|---|---|---|---|"]
+    lines += [f"| `{c['source']}` | `{c['target']}` | {c['context']} | {c['method']} | {c['comment'] or ''} |" for _, c in casts]
+    operators = sorted((o["left"], o["right"], o["symbol"], o) for name, o in objects.items() if name.startswith("operator ")
+                       and "symbol" in o)
+    lines += ["", "Operators (each one of bigint's own comparison functions):", "", "| left | right | operators |",
+              "|---|---|---|"]
+    pairs: dict = {}
+    for left, right, symbol, _ in operators:
+        pairs.setdefault((left, right), []).append(f"`{symbol}`")
+    lines += [f"| `{left}` | `{right}` | {' '.join(symbols)} |" for (left, right), symbols in sorted(pairs.items())]
+    lines += ["", "Operator classes:", ""]
+    for name, description in sorted(objects.items()):
+        if name.startswith("operator class "):
+            lines.append(f"- `{description['name']}` for {description['method']}"
+                         f"{' (default)' if description['default'] else ''}: {description['comment'] or ''}")
+        elif name.startswith("operator family "):
+            lines.append(f"- family `{description['name']}` for {description['method']}, {len(description['members'])} members: "
+                         f"{description['comment'] or ''}")
+    return lines + [""]
+
+
 def render_settings(conn: psycopg.Connection) -> list[str]:
     lines = ["## Settings", "", "Set in `postgresql.conf`; the library must be in `shared_preload_libraries`.", ""]
     for name, boot, unit, low, high, choices, context, short, extra in conn.execute(
@@ -89,7 +134,7 @@ def render_settings(conn: psycopg.Connection) -> list[str]:
         "ordinary roles and tells superusers and members of `pg_read_all_settings` only whether it is set, never",
         "its value. Prefer `randflake.secret_file`; setting both is an error. Changed by: reload, from",
         "`postgresql.conf` only: SQL that gives it a value (`ALTER SYSTEM`, `SET`, `set_config()`, ...) is refused.",
-        "See the DBA guide (docs/dba-guide.md), \"The secret\".",
+        "See docs/the-secret.md.",
         "",
     ]
     return lines
@@ -113,7 +158,10 @@ def render(conn: psycopg.Connection) -> str:
         (description for name, description in objects.items() if name.startswith("function ")),
         key=lambda function: (function["schema"] != schema, function["name"]),
     )
-    lines += [line for function in functions if function["schema"] == schema for line in render_function(function, schema)]
+    support = support_functions(objects)
+    lines += [line for function in functions if function["schema"] == schema and function["name"] not in support
+              for line in render_function(function, schema)]
+    lines += render_type(objects)
     lines += ["## Lease table", ""]
     for name, description in sorted(objects.items()):
         if name.startswith("schema "):

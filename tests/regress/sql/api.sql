@@ -14,6 +14,18 @@ SELECT p.oid::regprocedure AS function,
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'randflake_pg'
  ORDER BY p.oid::regprocedure::text COLLATE "C";
 
+-- Every other object of the extension (its schema, table, type, casts, operators and operator
+-- classes) has a comment too, so that \dx+ and \dd read like documentation.
+SELECT pg_describe_object(d.classid, d.objid, 0) AS undocumented
+  FROM pg_depend d
+  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'randflake_pg'
+ WHERE d.deptype = 'e' AND d.classid <> 'pg_proc'::regclass
+   AND coalesce(length(obj_description(d.objid, (SELECT relname FROM pg_class WHERE oid = d.classid))), 0) < 20
+ ORDER BY 1;
+SELECT count(*) AS objects_checked
+  FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'randflake_pg'
+ WHERE d.deptype = 'e' AND d.classid <> 'pg_proc'::regclass;
+
 -- IDs are distinct and decode to this second, a node of the configured range, a valid sequence.
 CREATE TABLE things (id bigint PRIMARY KEY DEFAULT randflake_next(), payload int);
 INSERT INTO things (payload) SELECT g FROM generate_series(1, 10000) g;
