@@ -37,15 +37,16 @@ export PATH := $(dir $(PG_CONFIG)):$(PATH)
 # (examples, interop, bad input, soak) exercises code that no major changes.
 MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
-	durability multimaster pg_upgrade sql_reference accessors))
+	durability multimaster pg_upgrade sql_reference accessors app_leases))
 
-.PHONY: help deps build install stage package install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
 	@echo "make deps          install build and test prerequisites for PG_MAJOR (idempotent)"
 	@echo "make install       build (release) and install the extension into $(PG_CONFIG)'s server"
-	@echo "make package       target/dist/: a tarball of the installed files, and a .deb for Debian's PostgreSQL 15"
+	@echo "make package       target/dist/: a tarball and a .deb (Debian's and PGDG's postgresql-N) for PG_MAJOR, with SHA256SUMS"
+	@echo "make package-all   the same for every supported major"
 	@echo "make demo          throwaway cluster on port $(DEMO_PORT): a table keyed by randflake_next(), filled concurrently"
 	@echo "make demo-stop     stop and delete the demo cluster"
 	@echo "make demo-fleet    a pg_auto_failover coordinator and two members on loopback, IDs flowing through a failover (15 only)"
@@ -74,6 +75,12 @@ install: deps
 
 package: deps
 	@tools/package.sh $(PG_CONFIG) $(PG_MAJOR)
+
+# Every supported major's packages into target/dist/, with one SHA256SUMS for all of them.
+package-all:
+	set -e; for major in $(SUPPORTED_MAJORS); do \
+		$(MAKE) --no-print-directory PG_MAJOR=$$major PG_CONFIG=$$(tools/postgres-major.sh pg-config $$major) package; \
+	done
 
 stage:
 	@tools/stage-postgres.sh $(PG_CONFIG) $(STAGE)

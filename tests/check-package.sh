@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Checks the artifacts of `make package`, checks that dpkg would install the .deb here (Debian's
-# PostgreSQL only; the other majors get a tarball alone), and unpacks the package into the test
-# suites' copy of PostgreSQL (tools/stage-postgres.sh), so that the server tests which follow in
-# `make test` run on exactly what a DBA would install. Also checks
-# that the randflake crate packages for crates.io and builds from its package alone.
+# Checks the artifacts of `make package`: META.json against the PGXN Meta Spec (pgxn_meta, the
+# PGXN project's validator), the tarball, the .deb at the Debian/PGDG paths of its major (and,
+# for Debian's PostgreSQL, that dpkg would install it here), and their checksums in SHA256SUMS.
+# Then unpacks the .deb into the test suites' copy of PostgreSQL (tools/stage-postgres.sh), so
+# that the server tests which follow in `make test` run on exactly what a DBA would install.
+# Also checks that the randflake crate packages for crates.io and builds from its package alone.
 # Usage: tests/check-package.sh <pg_config> <pg major> <stage directory>
 set -euo pipefail
 
@@ -30,7 +31,10 @@ for script in sql/randflake_pg--*--*.sql; do
     expected+=("${EXTDIR#/}/$(basename "$script")")
 done
 
-# PGXN's metadata names the same release.
+# PGXN's metadata is valid by the spec it names, and names the same release.
+PGXN_META=$(command -v pgxn_meta || echo "${CARGO_HOME:-$HOME/.cargo}/bin/pgxn_meta")
+[ -x "$PGXN_META" ] || fail "pgxn_meta (crates.io) is missing; make deps installs it"
+"$PGXN_META" META.json >/dev/null || fail "META.json does not validate against the PGXN Meta Spec: $("$PGXN_META" META.json 2>&1)"
 python3 - "$VERSION" "$PG_MAJOR" <<'PY' || fail "META.json does not describe release $VERSION on PostgreSQL $PG_MAJOR"
 import json, sys
 meta = json.load(open("META.json"))
@@ -50,22 +54,44 @@ done
 grep -q "^default_version = '$VERSION'" <(tar -xzOf "$tarball" "./${EXTDIR#/}/randflake_pg.control") ||
     fail "the packaged control file does not default to $VERSION"
 
+# The .deb puts the same files where Debian's and PGDG's postgresql-N look for them, whichever
+# installation it was built against.
+DEB_LIBDIR=usr/lib/postgresql/$PG_MAJOR/lib
+DEB_EXTDIR=usr/share/postgresql/$PG_MAJOR/extension
+deb=$(ls "$OUT"/postgresql-"$PG_MAJOR"-randflake-pg_"$VERSION"-1_*.deb) || fail "no .deb for $VERSION"
+deb_files=$(dpkg-deb --contents "$deb" | awk '{print $NF}' | sed 's|^\./||')
+for file in "${expected[@]}"; do
+    case "$file" in
+    "${LIBDIR#/}"/*) in_deb=$DEB_LIBDIR/${file#"${LIBDIR#/}"/} ;;
+    *) in_deb=$DEB_EXTDIR/${file#"${EXTDIR#/}"/} ;;
+    esac
+    grep -qx "$in_deb" <<<"$deb_files" || fail "$deb lacks $in_deb"
+done
+[ "$(dpkg-deb --field "$deb" Package)" = "postgresql-$PG_MAJOR-randflake-pg" ] || fail "$deb has the wrong name"
+[ "$(dpkg-deb --field "$deb" Version)" = "$VERSION-1" ] || fail "$deb has the wrong version"
+dpkg-deb --field "$deb" Depends | grep -q "^postgresql-$PG_MAJOR," || fail "$deb does not depend on postgresql-$PG_MAJOR"
+! grep -v -e "^$DEB_LIBDIR/" -e "^$DEB_EXTDIR/" -e "^usr/share/doc/postgresql-$PG_MAJOR-randflake-pg/" -e '/$' -e '^$' <<<"$deb_files" ||
+    fail "$deb holds files outside its package's directories"
+
+# Every artifact is listed in SHA256SUMS, and the list matches the files.
+for artifact in "$tarball" "$deb"; do
+    grep -q "  $(basename "$artifact")\$" "$OUT/SHA256SUMS" 2>/dev/null || fail "SHA256SUMS does not list $(basename "$artifact")"
+done
+(cd "$OUT" && sha256sum --quiet -c SHA256SUMS) || fail "an artifact does not match its checksum in SHA256SUMS"
+
+unpacked=$(mktemp -d)
+trap 'rm -rf "$unpacked"' EXIT
+dpkg-deb -x "$deb" "$unpacked"
 if [ "$ROOT" = / ]; then
-    deb=$(ls "$OUT"/postgresql-"$PG_MAJOR"-randflake-pg_"$VERSION"-1_*.deb) || fail "no .deb for $VERSION"
-    deb_files=$(dpkg-deb --contents "$deb" | awk '{print $NF}' | sed 's|^\./||')
-    for file in "${expected[@]}"; do
-        grep -qx "$file" <<<"$deb_files" || fail "$deb lacks $file"
-    done
-    [ "$(dpkg-deb --field "$deb" Version)" = "$VERSION-1" ] || fail "$deb has the wrong version"
-    dpkg-deb --field "$deb" Depends | grep -q "postgresql-$PG_MAJOR" || fail "$deb does not depend on postgresql-$PG_MAJOR"
     # The dependencies resolve on this machine; the files go to the stage, never under a running server.
     as_root dpkg --dry-run -i "$deb" >/dev/null || fail "dpkg would not install $deb"
-    dpkg-deb -x "$deb" "$STAGE"
-    installed="$(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each"
 else
-    tar -xzf "$tarball" -C "$STAGE$ROOT"
-    installed="$(basename "$tarball") holds ${#expected[@]} files"
+    # postgresql-N is not a package of this Debian: the stage stands in for its directories.
+    mkdir -p "$STAGE$ROOT$EXTDIR"
 fi
+cp -a "$unpacked/$DEB_LIBDIR"/. "$STAGE$ROOT$LIBDIR/"
+cp -a "$unpacked/$DEB_EXTDIR"/. "$STAGE$ROOT$EXTDIR/"
+installed="$(basename "$tarball") and $(basename "$deb") hold ${#expected[@]} files each"
 for file in "${expected[@]}"; do
     cmp -s "$STAGE$ROOT$file" <(tar -xzOf "$tarball" "./$file") || fail "$STAGE$ROOT$file differs from the tarball's"
 done

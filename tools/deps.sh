@@ -38,6 +38,14 @@ packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)
 # points its own libraries at its bundled libpq.
 [ "$PG_MAJOR" = 16 ] &&
     packages+=(patchelf libssl3 libgssapi-krb5-2 liblz4-1 libzstd1 libxml2 libreadline8 zlib1g)
+# The pgx recipe (examples/go-pgx, tests/integration/test_clients.py) builds with Debian's Go 1.19
+# and pgx v4 sources in GOPATH mode: the Go module proxy cannot be reached, and no Debian 12
+# release (backports included) packages pgx v5.
+packages+=(golang-go golang-github-jackc-pgx-v4-dev)
+# The node-postgres recipe (examples/node) needs Node.js and npm; Debian's if the machine has none.
+command -v npm >/dev/null || packages+=(nodejs npm)
+# pglogical 2 runs the PostgreSQL 15 multi-master test (tests/integration/test_multimaster_pglogical.py).
+[ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15-pglogical)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -56,7 +64,17 @@ fi
 if [ ! -x "$VENV/bin/pytest" ]; then
     echo "deps: creating the Python test environment in $VENV"
     python3 -m venv "$VENV"
+fi
+# Again whenever the requirements change, so that an existing environment follows them.
+if [ tests/integration/requirements.txt -nt "$VENV/.requirements-installed" ]; then
+    echo "deps: installing tests/integration/requirements.txt into $VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check -r tests/integration/requirements.txt
+    touch "$VENV/.requirements-installed"
+fi
+# examples/node's packages, exactly as its lockfile pins them; again when the lockfile changes.
+if [ examples/node/package-lock.json -nt examples/node/node_modules/.package-lock.json ]; then
+    echo "deps: installing examples/node's packages"
+    npm ci --prefix examples/node --no-audit --no-fund --loglevel=error
 fi
 
 PYTHON=$VENV/bin/python tools/postgres-major.sh fetch "$PG_MAJOR" >/dev/null
@@ -64,6 +82,30 @@ PYTHON=$VENV/bin/python tools/postgres-major.sh fetch "$PG_MAJOR" >/dev/null
 if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
     echo "deps: installing cargo-pgrx $PGRX_VERSION (takes a few minutes)"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked --quiet
+fi
+
+# The Prometheus PostgreSQL exporter and promtool (Debian's prometheus-postgres-exporter and
+# prometheus) run tests/integration/test_monitoring.py. Their binaries, which need only libc, are
+# taken out of the packages into target/tools/ instead of installing them: installed, they would
+# start a Prometheus server and an exporter on any machine that runs systemd.
+TOOLS=target/tools
+if [ ! -x "$TOOLS/usr/bin/prometheus-postgres-exporter" ] || [ ! -x "$TOOLS/usr/bin/promtool" ]; then
+    echo "deps: unpacking prometheus-postgres-exporter and promtool into $TOOLS"
+    rm -rf "$TOOLS/debs" && mkdir -p "$TOOLS/debs"
+    (cd "$TOOLS/debs" && apt-get download prometheus-postgres-exporter prometheus 2>/dev/null) || {
+        sudo_if_needed apt-get update -qq
+        (cd "$TOOLS/debs" && apt-get download prometheus-postgres-exporter prometheus 2>/dev/null)
+    }
+    for deb in "$TOOLS"/debs/*.deb; do dpkg-deb -x "$deb" "$TOOLS"; done
+    rm -rf "$TOOLS/debs"
+fi
+
+# pgxn_meta, the PGXN project's validator of META.json against the PGXN Meta Spec (crates.io; no
+# PyPI, npm or Debian package validates PGXN metadata), for tests/check-package.sh.
+PGXN_META_VERSION=0.7.0
+if ! "${CARGO_HOME:-$HOME/.cargo}/bin/pgxn_meta" --version 2>/dev/null | grep -q " $PGXN_META_VERSION\$"; then
+    echo "deps: installing pgxn_meta $PGXN_META_VERSION"
+    cargo install pgxn_meta --version "$PGXN_META_VERSION" --locked --quiet
 fi
 
 # pgrx's configuration names every major that is here, so that switching majors needs no init.

@@ -4,7 +4,10 @@
 #       PostgreSQL, unpacked over /; for a relocatable installation (the other majors, see
 #       tools/postgres-major.sh), unpacked into its root, the parent of `pg_config --bindir`
 #   postgresql-<major>-randflake-pg_<version>-1_<arch>.deb   the same files, built with dpkg-deb,
-#       for Debian's PostgreSQL only (a .deb depends on the server's package)
+#       at the paths of Debian's and the PostgreSQL project's (PGDG) packages of that major,
+#       /usr/lib/postgresql/<major>/lib and /usr/share/postgresql/<major>/extension, whichever
+#       installation it was built against; it depends on their server package, postgresql-<major>
+#   SHA256SUMS   the checksums of every artifact in target/dist/, whichever majors made them
 # Usage: tools/package.sh <pg_config> <pg major>
 set -euo pipefail
 
@@ -42,18 +45,27 @@ cp -r docs "$DOC/"
 TARBALL=$OUT/randflake_pg-$VERSION-pg$PG_MAJOR-$ARCH.tar.gz
 tar --owner=0 --group=0 --sort=name -czf "$TARBALL" -C "$TREE" .
 echo "package: $TARBALL"
-if [ "$PREFIX" != / ]; then
-    rm -rf "$WORK"
-    exit 0
-fi
 
 DEB_NAME=postgresql-$PG_MAJOR-randflake-pg
 DEB_TREE=$WORK/deb
-cp -a "$TREE" "$DEB_TREE"
+DEB_DOC=$DEB_TREE/usr/share/doc/$DEB_NAME
+if [ "$PREFIX" = / ]; then
+    cp -a "$TREE" "$DEB_TREE"
+else
+    # Built against a relocatable installation, whose files sit at its own relative paths; a
+    # server of the same major from Debian or PGDG loads the library as it is (one major, one
+    # ABI), from the fixed directories every package of that major uses.
+    LIBDIR=$("$PG_CONFIG" --pkglibdir)
+    EXTDIR=$("$PG_CONFIG" --sharedir)/extension
+    mkdir -p "$DEB_TREE/usr/lib/postgresql/$PG_MAJOR/lib" "$DEB_TREE/usr/share/postgresql/$PG_MAJOR/extension" "$DEB_DOC"
+    cp -a "$TREE/${LIBDIR#"$PREFIX"/}"/randflake_pg* "$DEB_TREE/usr/lib/postgresql/$PG_MAJOR/lib/"
+    cp -a "$TREE/${EXTDIR#"$PREFIX"/}"/randflake_pg* "$DEB_TREE/usr/share/postgresql/$PG_MAJOR/extension/"
+    cp -a "$DOC"/. "$DEB_DOC/"
+fi
 mkdir -p "$DEB_TREE/DEBIAN"
 # Debian wants the copyright file under that name; the .so's shared-library needs come from
 # dpkg-shlibdeps when it is available, and libc6 otherwise.
-mv "$DEB_TREE/usr/share/doc/$DEB_NAME/LICENSE" "$DEB_TREE/usr/share/doc/$DEB_NAME/copyright"
+mv "$DEB_DOC/LICENSE" "$DEB_DOC/copyright"
 SHLIBS=libc6
 if command -v dpkg-shlibdeps >/dev/null; then
     mkdir -p "$WORK/shlibs/debian" && touch "$WORK/shlibs/debian/control"
@@ -79,3 +91,14 @@ DEB=$OUT/${DEB_NAME}_$VERSION-1_$ARCH.deb
 dpkg-deb --root-owner-group --build "$DEB_TREE" "$DEB" >/dev/null
 rm -rf "$WORK"
 echo "package: $DEB"
+
+# One list for everything in target/dist, rewritten whenever any major's artifacts change, so
+# that a release directory that gathers several majors' builds is checked with one command:
+# sha256sum -c SHA256SUMS.
+(
+    cd "$OUT"
+    find . -maxdepth 1 -type f \( -name '*.tar.gz' -o -name '*.deb' \) -printf '%f\n' | LC_ALL=C sort |
+        xargs -r -d '\n' sha256sum -- >SHA256SUMS.new
+    mv SHA256SUMS.new SHA256SUMS
+)
+echo "package: $OUT/SHA256SUMS"

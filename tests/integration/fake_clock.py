@@ -15,6 +15,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from conftest import Cluster, as_owner, pg_config, write_server_file
 
@@ -69,6 +72,18 @@ def build_preload(shim: pathlib.Path) -> str | None:
         shutil.copyfile(built, shim)
         shim.chmod(0o755)
     return f"{shim} {LIBFAKETIME}"
+
+
+def preload_for_tests(label: str) -> Iterator[str]:
+    """For a pytest fixture: LD_PRELOAD for faked servers, the shim built once, readable by the
+    server's user, and removed afterwards; the test is skipped where it cannot be built."""
+    prefix = os.environ.get("RANDFLAKE_TEST_DIR_PREFIX", "/tmp/randflake_pg-it-")
+    shim = pathlib.Path(f"{prefix}{label}-faketime-shim-{os.getpid()}.so")
+    preload = build_preload(shim)
+    if preload is None:
+        pytest.skip(f"libfaketime ({LIBFAKETIME}) or a C compiler is missing; make deps installs them")
+    yield preload
+    shim.unlink()
 
 
 class FakeClock:

@@ -22,8 +22,6 @@ the sixty-second test checks that it does, through the lease start the keeper wr
 
 from __future__ import annotations
 
-import os
-import pathlib
 import re
 import threading
 import time
@@ -32,7 +30,7 @@ import psycopg
 import pytest
 
 from conftest import Cluster, decoded_ids, sql_error, status, wait_for
-from fake_clock import LIBFAKETIME, FakeClock, build_preload, start_under_fake_clock
+from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
 
 BEHIND = re.compile(r"the system clock is (\d+) s behind second (\d+), which this server has already used for IDs")
 BEFORE_LEASE = re.compile(
@@ -42,14 +40,8 @@ BEFORE_LEASE = re.compile(
 
 @pytest.fixture(scope="session")
 def fake_clock_preload():
-    """LD_PRELOAD for a faked server: the select()/poll() shim, then libfaketime. The shim is
-    built once per test session, readable by the server's user, and removed afterwards."""
-    shim = pathlib.Path(f"/tmp/randflake_pg-it-faketime-shim-{os.getpid()}.so")
-    preload = build_preload(shim)
-    if preload is None:
-        pytest.skip(f"libfaketime ({LIBFAKETIME}) or a C compiler is missing; make deps installs them")
-    yield preload
-    shim.unlink()
+    """LD_PRELOAD for a faked server: the select()/poll() shim, then libfaketime."""
+    yield from preload_for_tests("clock")
 
 
 @pytest.fixture

@@ -12,29 +12,15 @@ paused and resumed half-way as if it had fallen behind, and then:
 
 from __future__ import annotations
 
-import threading
 import time
 
 import psycopg
 import pytest
 
-from conftest import Cluster, server_major, wait_for, write_server_file
+from conftest import server_major, write_server_file
+from two_masters import LOAD_SECONDS, RANGES, TABLE, check_converged, conninfo, insert_under_load
 
 pytestmark = pytest.mark.skipif(server_major() < 16, reason="CREATE SUBSCRIPTION ... WITH (origin = none) needs PostgreSQL 16")
-
-RANGES = {"a": (1000, 1999), "b": (2000, 2999)}
-TABLE = """CREATE TABLE orders (
-    id       bigint PRIMARY KEY DEFAULT randflake_next(),
-    origin   text NOT NULL,
-    session  int NOT NULL,
-    amount   int NOT NULL)"""
-SESSIONS_PER_SIDE = 3
-LOAD_SECONDS = 12
-
-
-def conninfo(cluster: Cluster) -> str:
-    return f"host={cluster.dir} port={cluster.port} user=postgres dbname=postgres"
-
 
 def subscription_conflicts(conn: psycopg.Connection) -> dict[str, int]:
     """Every error and conflict counter of the server's subscriptions that is not zero."""
@@ -47,12 +33,6 @@ def subscription_conflicts(conn: psycopg.Connection) -> dict[str, int]:
             if row[i]:
                 found[f"{row[1]}.{cursor.description[i].name}"] = row[i]
     return found
-
-
-def table_digest(conn: psycopg.Connection) -> tuple[int, str]:
-    return conn.execute(
-        "SELECT count(*), md5(string_agg(format('%s|%s|%s|%s', id, origin, session, amount), ',' ORDER BY id)) FROM orders"
-    ).fetchone()
 
 
 def test_two_masters_insert_under_load_without_a_conflict(make_cluster):
@@ -78,70 +58,15 @@ def test_two_masters_insert_under_load_without_a_conflict(make_cluster):
                 "PUBLICATION orders_pub WITH (origin = none, copy_data = false)"
             )
 
-    inserted = {side: 0 for side in RANGES}
-    lock = threading.Lock()
-    failures: list[BaseException] = []
-    stop = time.monotonic() + LOAD_SECONDS
+    def fall_behind() -> None:
+        # b stops applying a's changes for a while, as a subscription that fell behind.
+        with servers["b"].connect() as conn:
+            conn.execute("ALTER SUBSCRIPTION orders_from_a DISABLE")
+            time.sleep(LOAD_SECONDS / 3)
+            conn.execute("ALTER SUBSCRIPTION orders_from_a ENABLE")
 
-    def insert(side: str, session: int) -> None:
-        try:
-            with servers[side].connect() as conn:
-                batch = 1
-                while time.monotonic() < stop:
-                    # Single rows and batches, as applications insert.
-                    conn.execute(
-                        "INSERT INTO orders (origin, session, amount) SELECT %s, %s, g FROM generate_series(1, %s) g",
-                        (side, session, batch),
-                    )
-                    with lock:
-                        inserted[side] += batch
-                    batch = 1 if batch >= 200 else batch * 3
-        except BaseException as error:  # reported below, with the server logs
-            failures.append(error)
-
-    workers = [threading.Thread(target=insert, args=(side, s)) for side in RANGES for s in range(SESSIONS_PER_SIDE)]
-    for worker in workers:
-        worker.start()
-    # Half-way, b stops applying a's changes for a while, as a subscription that fell behind.
-    time.sleep(LOAD_SECONDS / 3)
-    with servers["b"].connect() as conn:
-        conn.execute("ALTER SUBSCRIPTION orders_from_a DISABLE")
-        time.sleep(LOAD_SECONDS / 3)
-        conn.execute("ALTER SUBSCRIPTION orders_from_a ENABLE")
-    for worker in workers:
-        worker.join()
-    assert not failures, failures
-
-    total = sum(inserted.values())
-    assert min(inserted.values()) > 1000, inserted
-
-    def row_counts() -> list[int]:
-        counts = []
-        for server in servers.values():
-            with server.connect() as conn:
-                counts.append(conn.execute("SELECT count(*) FROM orders").fetchone()[0])
-        return counts
-
-    wait_for(lambda: row_counts() == [total, total], 120, f"both copies to hold all {total} rows", interval=0.5)
-    digests = []
+    inserted = insert_under_load(servers, fall_behind)
     for server in servers.values():
         with server.connect() as conn:
-            digests.append(table_digest(conn))
-    assert digests[0] == digests[1]
-
-    for side, server in servers.items():
-        with server.connect() as conn:
             assert subscription_conflicts(conn) == {}
-            by_origin = dict(
-                conn.execute(
-                    """SELECT o.origin, array[min(d.node_id), max(d.node_id), count(*)]
-                         FROM orders o, randflake_decode(o.id) d GROUP BY o.origin"""
-                ).fetchall()
-            )
-            for origin, (low, high) in RANGES.items():
-                first, last, count = by_origin[origin]
-                assert low <= first <= last <= high, (side, origin, first, last)
-                assert count == inserted[origin]
-        log = server.log()
-        for symptom in ("conflict", "duplicate key", "terminated by signal"):
-            assert symptom not in log, f"{side}'s log reports {symptom!r}"
+    check_converged(servers, inserted, ("conflict", "duplicate key", "terminated by signal"))

@@ -1,0 +1,48 @@
+"""randflake_pg's SQL functions as Django expressions (Django 5.0 or newer, for `db_default`).
+
+    from randflake_django import RandflakeNext
+
+    class Order(models.Model):
+        id = models.BigIntegerField(primary_key=True, db_default=RandflakeNext())
+
+The database fills the key: `save()` sends `INSERT ... VALUES (DEFAULT, ...) RETURNING "id"` and
+sets `order.id` from the RETURNING row. Copy this module into the project; migrations refer to
+RandflakeNext by its import path.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class RandflakeNext(models.Func):
+    """randflake_next(): a new ID, for `db_default`."""
+
+    function = "randflake_next"
+    arity = 0
+    output_field = models.BigIntegerField()
+
+
+class RandflakeToString(models.Func):
+    """randflake_to_string(id): the canonical string, e.g. for URLs and JSON."""
+
+    function = "randflake_to_string"
+    arity = 1
+    output_field = models.TextField()
+
+
+class RandflakeFromString(models.Func):
+    """randflake_from_string(text): the ID a canonical string names."""
+
+    function = "randflake_from_string"
+    arity = 1
+    output_field = models.BigIntegerField()
+
+
+class RandflakeTimestamp(models.Func):
+    """randflake_timestamp(id): the second the ID was made in. Needs EXECUTE, which only roles
+    the DBA granted it to have."""
+
+    function = "randflake_timestamp"
+    arity = 1
+    output_field = models.DateTimeField()
