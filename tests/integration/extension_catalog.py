@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import psycopg
 
-# PostgreSQL 18 also records the row type of a member table, and its array type, as members;
-# they come with the table on every major, so they are left out here as on 15 to 17.
+# PostgreSQL 18 also records the row type of a member table and the array types of member types
+# as members; they come with the table or type on every major, so they are left out here as on
+# 15 to 17.
 MEMBERS = """
     SELECT d.classid::regclass::text AS catalog, d.objid, pg_describe_object(d.classid, d.objid, 0) AS name
       FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
      WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'randflake_pg'
-       AND NOT EXISTS (SELECT FROM pg_type t LEFT JOIN pg_type element ON element.oid = t.typelem
+       AND NOT EXISTS (SELECT FROM pg_type t
                         WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
-                          AND (t.typrelid <> 0 OR element.typrelid <> 0))
+                          AND (t.typrelid <> 0 OR t.typcategory = 'A'))
 """
 
 
