@@ -6,26 +6,31 @@ PG_MAJOR    ?= 15
 SUPPORTED_MAJORS := $(shell tools/postgres-major.sh majors)
 PG_CONFIG   ?= $(shell tools/postgres-major.sh pg-config $(PG_MAJOR))
 VENV        ?= target/venv
-# Scratch clusters live under /tmp so that the postgres user can reach them.
+# Scratch clusters live under /tmp so that the postgres user can reach them. Ports stay below
+# Linux's ephemeral range (32768 up), where outgoing connections take theirs.
 SCRATCH     ?= /tmp/randflake_pg-scratch
-TEST_PORT   ?= 55433
+TEST_PORT   ?= 25433
 DEMO_DIR    ?= /tmp/randflake_pg-demo
-DEMO_PORT   ?= 55434
+DEMO_PORT   ?= 25434
 DEMO_FLEET_DIR  ?= /tmp/randflake_pg-demo-fleet
-DEMO_FLEET_PORT ?= 55440
+DEMO_FLEET_PORT ?= 25440
 SENTINEL_DIR  ?= /tmp/randflake_pg-sentinel
-SENTINEL_PORT ?= 55436
+SENTINEL_PORT ?= 25436
 # The suites' own copy of the PostgreSQL installation (tools/stage-postgres.sh): every test
 # server runs from it, so no test writes where running servers load their files from.
 STAGE        ?= $(CURDIR)/target/stage/pg$(PG_MAJOR)
 STAGE_BINDIR  = $(STAGE)$(shell $(PG_CONFIG) --bindir 2>/dev/null)
 STAGED        = PG_CONFIG=$(STAGE_BINDIR)/pg_config PATH=$(STAGE_BINDIR):$$PATH
 BENCH_DIR   ?= /tmp/randflake_pg-bench
-BENCH_PORT  ?= 55435
+BENCH_PORT  ?= 25435
 # Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
 BENCH_ARGS  ?=
 SOAK_ARGS   ?= --duration 600 --clients 32
 FUZZ_SECONDS ?= 600
+# The integration suites run in this many pytest-xdist workers, each with its own ports and
+# directories (tests/integration/conftest.py); most tests wait on servers rather than compute, so
+# more workers than cores pay off. TEST_WORKERS=0 runs them in one process, in file order.
+TEST_WORKERS ?= 6
 
 export PG_CONFIG PG_MAJOR VENV
 # psql, pg_dump and pgbench of the chosen major come first.
@@ -168,7 +173,7 @@ server-tests:
 	@$(STAGED) psql -h $(SCRATCH) -p $(TEST_PORT) -U postgres -d postgres -qc 'CREATE EXTENSION randflake_pg'
 	@$(STAGED) PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
 	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)
-	$(STAGED) $(VENV)/bin/pytest $(or $(PYTEST_ARGS),tests/integration)
+	$(STAGED) $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(or $(PYTEST_ARGS),tests/integration)
 
 docs: install
 	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features errors::tests
@@ -191,8 +196,9 @@ bench: install
 	$(VENV)/bin/python bench/bench.py --host $(BENCH_DIR) --port $(BENCH_PORT) --out bench/out $(BENCH_ARGS); \
 		status=$$?; tests/scratch-cluster.sh destroy $(BENCH_DIR); exit $$status
 
+# Its port lies above the suites' (20000 + TEST_WORKERS * 200) and below the kernel's ephemeral ports.
 soak: install
-	RANDFLAKE_TEST_PORT_BASE=55700 $(VENV)/bin/python tests/integration/soak.py $(SOAK_ARGS)
+	RANDFLAKE_TEST_PORT_BASE=21900 $(VENV)/bin/python tests/integration/soak.py $(SOAK_ARGS)
 
 fuzz:
 	@tools/fuzz.sh $(FUZZ_SECONDS)

@@ -2,7 +2,7 @@
 //!
 //! | subsystem | settings |
 //! |---|---|
-//! | `keeper::settings` | `node_source`, `node_id_min`, `node_id_max`, `fleet_lease_table`, `fleet_block_size`, `database`, `keeper_role`, `lease_seconds` |
+//! | `keeper::settings` | `node_source`, `node_id_min`, `node_id_max`, `fleet_lease_table`, `fleet_block_size`, `database`, `keeper_role`, `lease_seconds`, `keeper_tick` |
 //! | `generation::settings` | `max_nodes_per_backend` |
 //! | `secret::settings` | `secret`, `secret_file` |
 //! | `app_leases::settings` | `app_node_id_min`, `app_node_id_max`, `app_leases_per_role` |

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerStatus, DynamicBackgroundWorker};
 use pgrx::prelude::*;
 
-use super::{settings, KEEPER, TICK};
+use super::{settings, KEEPER};
 use crate::keeper_state::KeeperState;
 use crate::pg::{backend, bgworker, transaction};
 use crate::shmem::keeper_report;
@@ -35,7 +35,7 @@ pub fn main() {
         Launcher { keeper: None, started_at: Instant::now(), next_start: Instant::now(), last_warning: None };
     loop {
         launcher.tick();
-        bgworker::idle(TICK);
+        bgworker::idle(settings::tick());
     }
 }
 

@@ -16,9 +16,6 @@ use crate::pg::backend;
 use crate::pg::bgworker::Worker;
 use settings::NodeSource;
 
-/// How often the keeper checks the clock and the lease, and the launcher the keeper.
-const TICK: Duration = Duration::from_secs(1);
-
 /// How soon the postmaster starts a launcher again after it stopped with a failure.
 const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
 

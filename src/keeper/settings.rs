@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::{CStr, CString};
+use std::time::Duration;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 use randflake::MAX_NODE;
@@ -21,6 +22,7 @@ static FLEET_BLOCK_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
 static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 static KEEPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(600);
+static KEEPER_TICK: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
 /// Where this server's node ids come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
@@ -123,6 +125,16 @@ fn define_lease_settings() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"randflake.keeper_tick",
+        c"How often the lease keeper checks the clock and the lease, and its launcher the keeper; for test suites.",
+        c"Every lease length, margin and deadline is set by the other settings: this only sets how soon the keeper notices, which the test suites shorten so that they wait less. Leave it at 1 s.",
+        &KEEPER_TICK,
+        10,
+        1000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
         c"randflake.lease_seconds",
         c"Length of a node lease, in seconds.",
         c"The lease keeper renews the lease once a third of it has passed, so a fleet member keeps issuing IDs through an outage of its coordination server of up to two thirds of this. A stopped server's block can be taken by another server only after its lease ends.",
@@ -198,6 +210,11 @@ pub fn database() -> String {
 /// The role the lease keeper connects as; `None`: the bootstrap superuser.
 pub fn keeper_role() -> Option<String> {
     KEEPER_ROLE.get().map(|name| name.to_string_lossy().into_owned()).filter(|name| !name.is_empty())
+}
+
+/// How often the keeper and its launcher look (randflake.keeper_tick).
+pub fn tick() -> Duration {
+    Duration::from_millis(KEEPER_TICK.get() as u64)
 }
 
 pub fn lease_seconds() -> u64 {

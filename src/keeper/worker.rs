@@ -26,7 +26,7 @@ use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
 use super::settings::{self, NodeSource};
 use super::vetting::{self, Verdict};
-use super::{holder, runtime, TICK};
+use super::{holder, runtime};
 use crate::keeper_state::KeeperState;
 use crate::pg::{backend, bgworker, clock, transaction};
 use crate::shmem::{keeper_report, lease_board};
@@ -46,7 +46,7 @@ pub fn main() {
     let mut keeper = KeeperWorker::new();
     loop {
         keeper.tick();
-        bgworker::idle(TICK);
+        bgworker::idle(settings::tick());
     }
 }
 

@@ -86,12 +86,13 @@ pub fn install_signal_handlers() {
 /// From the worker's main thread; `handler` must be async-signal-safe.
 unsafe fn set_handler(signal: c_int, handler: unsafe extern "C-unwind" fn(c_int)) {
     // SAFETY: the caller's; pqsignal is PostgreSQL's portable sigaction wrapper.
-    #[cfg(not(feature = "pg18"))]
+    #[cfg(any(feature = "pg15", feature = "pg16", feature = "pg17"))]
     unsafe {
         pg_sys::pqsignal(signal, Some(handler));
     }
-    // SAFETY: as above; 18 renamed the backend's variant.
-    #[cfg(feature = "pg18")]
+    // SAFETY: as above; 18 renamed the backend's variant (the newest majors come last here, so
+    // that a new one starts from the latest behaviour).
+    #[cfg(not(any(feature = "pg15", feature = "pg16", feature = "pg17")))]
     unsafe {
         pg_sys::pqsignal_be(signal, Some(handler));
     }

@@ -3,25 +3,95 @@
 Every cluster is real: its own data directory and port on 127.0.0.1, randflake_pg preloaded,
 a fresh secret in a 0600 key file, all made by tests/scratch-cluster.sh (shared with `make demo`
 and the pg_regress run).
+
+Under pytest-xdist (`make server-tests` runs `pytest -n`), each worker is a run of its own: its
+ports are the PORTS_PER_WORKER from RANDFLAKE_TEST_PORT_BASE + worker number * PORTS_PER_WORKER,
+its directories start with RANDFLAKE_TEST_DIR_PREFIX + "gwN-", and it sees those two variables
+set to its own values.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import pathlib
 import pwd
+import socket
 import subprocess
+import sys
 import time
+from typing import Iterator
 
 import psycopg
 import pytest
+from _pytest.fixtures import getfixturemarker  # how pytest itself reads @pytest.fixture
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "scratch-cluster.sh"
-_ports = itertools.count(int(os.environ.get("RANDFLAKE_TEST_PORT_BASE", "55500")))
+
+# pytest-xdist names its workers gw0, gw1, ...; a serial run is worker 0 without a name.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+# A worker sets the two variables below to its own values; a program one of its tests starts
+# inherits them with the worker's name, and must not offset them a second time.
+_OFFSET = _WORKER.startswith("gw") and os.environ.get("RANDFLAKE_TEST_WORKER") != _WORKER
+# A whole serial run takes about 125 ports (clusters, formation servers, exporters), so a worker
+# never runs out whichever files it gets.
+PORTS_PER_WORKER = int(os.environ.get("RANDFLAKE_TEST_PORTS_PER_WORKER", "200"))
+# Below Linux's ephemeral ports (32768 up, /proc/sys/net/ipv4/ip_local_port_range), which any
+# outgoing connection on the machine may hold: a postgres_fdw session, a walreceiver.
+DEFAULT_PORT_BASE = 20000
+_PORT_BASE = int(os.environ.get("RANDFLAKE_TEST_PORT_BASE", str(DEFAULT_PORT_BASE)))
 # Where clusters' data directories go: one prefix per concurrent run of the suites.
 _DIR_PREFIX = os.environ.get("RANDFLAKE_TEST_DIR_PREFIX", "/tmp/randflake_pg-it-")
+if _OFFSET:
+    _PORT_BASE += int(_WORKER[2:]) * PORTS_PER_WORKER
+    _DIR_PREFIX += f"{_WORKER}-"
+    # What the tests, and the programs they start, read from the environment is this worker's.
+    os.environ.update(RANDFLAKE_TEST_PORT_BASE=str(_PORT_BASE), RANDFLAKE_TEST_DIR_PREFIX=_DIR_PREFIX,
+                      RANDFLAKE_TEST_WORKER=_WORKER)
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now: nothing else on the machine (a
+    concurrent run of the suites, a server left over) holds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as PostgreSQL binds
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _ephemeral_ports() -> range:
+    try:
+        low, high = map(int, pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def _worker_ports() -> Iterator[int]:
+    """This worker's ports, in order, passing over those something holds now. Each is handed out
+    once, so a server that is stopped and started again keeps its port to itself."""
+    ephemeral = _ephemeral_ports()
+    for port in range(_PORT_BASE, _PORT_BASE + PORTS_PER_WORKER):
+        if port in ephemeral:
+            raise RuntimeError(
+                f"test port {port} is in the ephemeral range {ephemeral.start}-{ephemeral.stop - 1}, where outgoing "
+                "connections take ports: lower RANDFLAKE_TEST_PORT_BASE"
+            )
+        if port_is_free(port):
+            yield port
+    raise RuntimeError(f"used up the {PORTS_PER_WORKER} test ports from {_PORT_BASE}: raise RANDFLAKE_TEST_PORTS_PER_WORKER")
+
+
+_ports = _worker_ports()
+
+
+# Settings every test server starts with, before the test's own (which win): the keeper looks ten
+# times a second rather than once, so that no test waits a second for a tick. Lease lengths,
+# margins and deadlines are the production ones.
+TEST_SETTINGS = ("randflake.keeper_tick = 100ms",)
 
 
 def _owner_ids() -> tuple[int, int]:
@@ -76,7 +146,7 @@ class Cluster:
         if pg_config:
             self.env["PG_CONFIG"] = pg_config
         self.script("destroy")
-        self.script("init", str(self.port), *settings)
+        self.script("init", str(self.port), *TEST_SETTINGS, *settings)
 
     def script(self, command: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """tests/scratch-cluster.sh COMMAND on this cluster."""
@@ -120,6 +190,15 @@ class Cluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
+def _print_log_tail(cluster: Cluster) -> None:
+    print(f"--- end of {cluster.dir}/server.log ---\n{cluster.log()[-6000:]}")
+
+
+def _failed(request) -> bool:
+    report = getattr(request.node, "rep_call", None)
+    return report is not None and report.failed
+
+
 @pytest.fixture
 def make_cluster(request):
     """Factory: make_cluster(*settings) -> an initialised, not yet started Cluster."""
@@ -131,21 +210,78 @@ def make_cluster(request):
         return cluster
 
     yield make
-    report = getattr(request.node, "rep_call", None)
     for cluster in made:
-        if report is not None and report.failed:
-            print(f"--- end of {cluster.dir}/server.log ---\n{cluster.log()[-6000:]}")
+        if _failed(request):
+            _print_log_tail(cluster)
         cluster.destroy()
+
+
+def _started_with_extension(cluster: Cluster) -> Cluster:
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    return cluster
 
 
 @pytest.fixture
 def cluster(make_cluster) -> Cluster:
     """A started cluster with the extension created in database `postgres`."""
-    cluster = make_cluster()
-    cluster.start()
-    with cluster.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-    return cluster
+    return _started_with_extension(make_cluster())
+
+
+@pytest.fixture(scope="module")
+def _module_cluster(request) -> Iterator[Cluster]:
+    cluster = Cluster(f"{request.node.name[:40]}-shared")
+    yield _started_with_extension(cluster)
+    cluster.destroy()
+
+
+@pytest.fixture
+def shared_cluster(request, _module_cluster: Cluster) -> Iterator[Cluster]:
+    """The `cluster` of a whole module, made once for the module's tests that take it. Only for
+    tests that leave the server as they found it (no settings, secret, restart, crash, lease or
+    keeper of their own) and name their tables and roles apart, so that no test can see another's
+    doing; a failed test's report ends with the server's log, like make_cluster's."""
+    yield _module_cluster
+    if _failed(request):
+        _print_log_tail(_module_cluster)
+
+
+# Seconds each file took in a serial run on the 2-core machine, servers included (rounded; only
+# their order matters). Under pytest-xdist the longest start first, so that no worker is left
+# running a long file after the others are done; a file not listed here counts as the longest.
+SERIAL_SECONDS = {
+    "test_fleet_failover.py": 100, "test_keeper.py": 90, "test_durability.py": 66, "test_app_lease_load.py": 66,
+    "test_leases.py": 63, "test_replica.py": 57, "test_fleet.py": 55, "test_soak.py": 55, "test_nodes.py": 53,
+    "test_clock.py": 40, "test_monitoring.py": 35, "test_multimaster_pglogical.py": 28, "test_app_leases.py": 26,
+    "test_upgrade.py": 24, "test_accessors.py": 21, "test_configuration.py": 18, "test_secret.py": 15,
+    "test_concurrency.py": 11, "test_migration.py": 9, "test_examples.py": 8, "test_lifecycle.py": 5,
+    "test_clients.py": 5, "test_bad_input.py": 4, "test_interop.py": 4, "test_sql_reference.py": 1,
+    "test_multimaster.py": 1, "test_pg_upgrade.py": 1,
+}
+
+
+def _lasting_fixtures(module) -> set[str]:
+    """The fixtures `module` defines that outlive one test (module or session scope)."""
+    markers = {name: getfixturemarker(value) for name, value in vars(module).items()}
+    return {marker.name or name for name, marker in markers.items() if marker and marker.scope != "function"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup --no-loadscope-reorder`): the longest files first,
+    and each test goes to whichever worker is free, except that a module defining a fixture that
+    outlives one test (a server or formation for the module, files put into the installation, a
+    build), or using this file's shared_cluster, runs in one worker, which makes that fixture
+    once. Before xdist reads the groups, hence tryfirst."""
+    if not _WORKER:
+        return
+    shared_here = _lasting_fixtures(sys.modules[__name__])
+    for item in items:
+        if _lasting_fixtures(item.module) or shared_here & set(item.fixturenames):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    # Stable: each file's tests keep their order.
+    items.sort(key=lambda item: SERIAL_SECONDS.get(item.path.name, float("inf")), reverse=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -41,13 +41,13 @@ def test_every_published_vector_reads_the_same_through_each_accessor(cluster):
         wait_for(lambda: parts_of(cluster, ids) == expected, 10, f"the vectors of secret {secret[:4]}... to decode")
 
 
-def test_random_values_read_the_same_as_decode_and_the_reference(cluster):
+def test_random_values_read_the_same_as_decode_and_the_reference(shared_cluster):
     """Any bigint decrypts to some parts, so every value is a valid input: random ones, the
     extremes, and IDs this server made."""
-    reference = Generator(Config(lease=Lease(0, 1730000000, 2803741824), secret=cluster.key_bytes))
+    reference = Generator(Config(lease=Lease(0, 1730000000, 2803741824), secret=shared_cluster.key_bytes))
     draw = random.Random(20261123)
     values = [0, 1, -1, 2**63 - 1, -(2**63)] + [draw.randrange(-(2**63), 2**63) for _ in range(20_000)]
-    with cluster.connect() as conn:
+    with shared_cluster.connect() as conn:
         values += [row[0] for row in conn.execute("SELECT randflake_next() FROM generate_series(1, 5000)")]
         rows = conn.execute(ACCESSORS_AND_DECODE, (values,)).fetchall()
         # The same comparison done entirely in SQL, over a million values.
@@ -67,8 +67,8 @@ def test_random_values_read_the_same_as_decode_and_the_reference(cluster):
         assert row[:3] == row[3:] == (parts.timestamp, parts.node_id, parts.sequence), value
 
 
-def test_null_in_null_out_and_one_call_per_row(cluster):
-    with cluster.connect() as conn:
+def test_null_in_null_out_and_one_call_per_row(shared_cluster):
+    with shared_cluster.connect() as conn:
         assert conn.execute(
             "SELECT randflake_timestamp(NULL), randflake_node_id(NULL), randflake_sequence(NULL)"
         ).fetchone() == (None, None, None)

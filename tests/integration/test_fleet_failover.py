@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from conftest import Cluster, needs_postgres_fdw
-from formation import Formation, Node, free_port, needs_pg_auto_failover, port_is_free
+from conftest import Cluster, needs_postgres_fdw, port_is_free
+from formation import Formation, Node, free_port, needs_pg_auto_failover
 
 pytestmark = [needs_postgres_fdw, needs_pg_auto_failover]
 
@@ -190,7 +190,7 @@ def overlapping_app_windows(leasers: list[AppLeaser]) -> list[tuple]:
 
 def start_cluster(cluster: Cluster) -> None:
     """Starts `cluster`, first moving it to another port if an outgoing connection on this
-    machine holds its own (see formation.port_is_free)."""
+    machine holds its own (see conftest.port_is_free)."""
     if not port_is_free(cluster.port):
         cluster.port = free_port()
         cluster.configure(f"port = {cluster.port}")
@@ -517,8 +517,10 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
     assert all_refusals == [], all_refusals[:10]
     # Five member lives over four blocks: a block changed hands after the failovers.
     assert sum(len(taken) for taken in leases.values()) > MEMBERS + 1, leases
-    # Far more application leases than the pool has nodes: nodes changed hands throughout.
-    assert sum(len(leaser.granted) for leaser in leasers) > 4 * (APP_POOL[1] - APP_POOL[0] + 1)
+    # More application leases than the pool has nodes: nodes changed hands across the failovers.
+    granted_nodes = [node for leaser in leasers for node, _, _ in leaser.granted]
+    assert len(granted_nodes) > APP_POOL[1] - APP_POOL[0] + 1, granted_nodes
+    assert max(granted_nodes.count(node) for node in set(granted_nodes)) >= 2, granted_nodes
     assert overlaps == [], overlaps[:10]
     check_no_duplicates(members)
 
