@@ -9,6 +9,7 @@ shim hands those calls straight to libc, so every process sees the fake clock.
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -100,6 +102,24 @@ class FakeClock:
         write_server_file(staged, f"{offset:+d}\n", 0o644)
         os.replace(staged, self.file)
         self.offset = offset
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stops every process's clock at the start of the next second (a step forward), and
+        sets it running again only once real time plus the offset has passed that second, so
+        that it never steps back. Inside, work of any speed falls into one second."""
+        second = math.floor(self.now()) + 1
+        # A timestamp without '@' is a frozen absolute time to libfaketime, read in local time
+        # as the server's processes, started from this one, read it.
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        staged = self.file.with_name("faketime.rc.new")
+        write_server_file(staged, f"{stamp}\n", 0o644)
+        os.replace(staged, self.file)
+        try:
+            yield
+        finally:
+            time.sleep(max(0.0, second + 0.05 - self.now()))
+            self.set(self.offset)
 
     def now(self) -> float:
         """What the server's clock reads now."""
