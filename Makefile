@@ -105,7 +105,8 @@ demo-fleet: install
 	@tools/demo-fleet.sh $(DEMO_FLEET_DIR) $(DEMO_FLEET_PORT)
 
 # The sentinel is a server on the installed library, started before the suites and checked after
-# them and after installing a different build (a debug one) over it: same postmaster, no crash.
+# them and after installing a different build over it (the debug one `make pgtest` built, so that
+# it costs no build of its own): same postmaster, no crash.
 test: deps
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory unit glue-unit
@@ -113,7 +114,7 @@ test: deps
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
 	$(MAKE) --no-print-directory test-server || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
-	cargo pgrx install --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features || \
+	cargo pgrx install --pg-config $(PG_CONFIG) --features "pg$(PG_MAJOR) pg_test" --no-default-features || \
 		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	@tests/sentinel.sh check $(SENTINEL_DIR)
 	$(MAKE) --no-print-directory install

@@ -20,6 +20,7 @@ import re
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 
 import psycopg
@@ -87,6 +88,31 @@ CONTROLS = {"SELECT": ("SELECT 1", "SELECT 1 (control)"), "INSERT": ("identity b
 # PostgreSQL 18's built-in time-ordered UUID joins every workload on servers that have it.
 UUIDV7 = "uuidv7()"
 
+# Connections that come and go: `pgbench -C` opens a new backend for every transaction, so each
+# one pays the connection (fork, authentication, catalog caches) and, for randflake_next(), the
+# first call in a fresh backend: the node claim, the cipher's key schedule, the lease read and the
+# exit callback. SELECT 1 is the connection alone; its second copy is the noise floor.
+CONNECT_STATEMENTS = {
+    "SELECT 1": "SELECT 1",
+    "SELECT 1 (control)": "SELECT 1",
+    "pg_backend_pid()": "SELECT pg_backend_pid()",
+    "randflake_next()": "SELECT randflake_next()",
+    "nextval() CACHE 1": f"SELECT {CALLS['nextval() CACHE 1']}",
+}
+# The first call in a fresh backend timed inside it (EXPLAIN ANALYZE's execution time, which
+# leaves out the connection, parsing and planning), against the same call made once more.
+FIRST_CALLS = {"pg_backend_pid()": "pg_backend_pid()", "randflake_next()": "randflake_next()",
+               "nextval() CACHE 1": CALLS["nextval() CACHE 1"]}
+# Many clients at once, on a cluster of their own whose node range is sized by the DBA guide's
+# rule (more nodes than max_connections + max_parallel_workers) and no larger.
+MANY_STATEMENTS = {"SELECT 1": "SELECT 1", "randflake_next()": "SELECT randflake_next()"}
+MANY_PARALLEL_WORKERS = 8
+# Wait event types that are shared locks: a backend queued behind another for a lightweight lock
+# (LWLock) or a heavyweight one (Lock). randflake_next() takes nodes with atomic operations on
+# the node's own slot, so none of these should come from it.
+SHARED_LOCK_WAITS = ("LWLock", "Lock")
+SCRATCH_CLUSTER = pathlib.Path(__file__).resolve().parent.parent / "tests" / "scratch-cluster.sh"
+
 
 def add_uuidv7() -> None:
     CALLS[UUIDV7] = "uuidv7()"
@@ -116,7 +142,8 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.results: dict = {"settings": {}, "per_call": {}, "single_statement": {}, "decoding": {}, "bulk": {},
-                              "pgbench": {}}
+                              "pgbench": {}, "connections": {}, "first_call": {},
+                              "many_clients": {}}
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(host=self.args.host, port=self.args.port, user="postgres", dbname="postgres",
@@ -240,14 +267,190 @@ class Bench:
             self.results["pgbench"].setdefault(workload, {}).setdefault(name, {})[clients] = summary(samples)
 
     def run_pgbench(self, script: pathlib.Path, clients: int) -> float:
-        output = subprocess.run(
-            ["pgbench", "-h", self.args.host, "-p", str(self.args.port), "-U", "postgres", "-n", "-M", "prepared",
-             "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(self.args.pgbench_seconds),
-             "-f", str(script), "postgres"],
-            check=True, capture_output=True, text=True,
-        ).stdout
-        return float(re.search(r"tps = ([0-9.]+)", output).group(1))
+        run = pgbench_run(self.args.host, self.args.port, script, clients, self.args.pgbench_seconds)
+        if run["exit"] != 0:
+            raise RuntimeError(f"pgbench failed: {run['errors']}")
+        return run["tps"]
 
+    def connections(self, conn: psycopg.Connection) -> None:
+        """pgbench -C: a new backend for every transaction, the statements taking turns."""
+        scripts = pathlib.Path(tempfile.mkdtemp(prefix="randflake_bench_connect_"))
+        paths = {}
+        for index, (name, statement) in enumerate(CONNECT_STATEMENTS.items()):
+            paths[name] = scripts / f"connect_{index}.sql"
+            paths[name].write_text(f"{statement};\n")
+        runs: dict = {}
+        for round_number in range(self.args.connect_rounds):
+            for clients in self.args.connect_clients:
+                for name in rotated(list(paths), round_number):
+                    run = pgbench_run(self.args.host, self.args.port, paths[name], clients, self.args.connect_seconds, "-C")
+                    if run["exit"] != 0:
+                        raise RuntimeError(f"pgbench -C {name} failed: {run['errors']}")
+                    runs.setdefault(str(clients), {}).setdefault(name, []).append(run)
+        for clients, by_name in runs.items():
+            for name, samples in by_name.items():
+                # Wall time of one transaction as its client sees it, connection included; and the
+                # part after the connection is up, which holds the first call.
+                self.results["connections"].setdefault(clients, {})[name] = {
+                    "tps": summary([run["tps"] for run in samples]),
+                    "us_per_connection": summary([int(clients) * 1e6 / run["tps"] for run in samples]),
+                    "us_after_connecting": summary([(run["latency_ms"] - run["connection_ms"]) * 1e3 for run in samples]),
+                }
+
+    def first_call(self, conn: psycopg.Connection) -> None:
+        """µs of the first and the second call in each of many fresh backends, taking turns. The
+        statement is parsed and planned once first, with a constant in the call's place, so
+        that only executing it is new."""
+        first: dict[str, list[float]] = {name: [] for name in FIRST_CALLS}
+        second: dict[str, list[float]] = {name: [] for name in FIRST_CALLS}
+        for round_number in range(self.args.first_call_backends):
+            for name in rotated(list(FIRST_CALLS), round_number):
+                with self.connect() as fresh:
+                    fresh.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT 1")
+                    first[name].append(execution_us(fresh, FIRST_CALLS[name]))
+                    second[name].append(execution_us(fresh, FIRST_CALLS[name]))
+        for name in FIRST_CALLS:
+            self.results["first_call"][name] = {"backends": self.args.first_call_backends,
+                                                "us_first": summary(first[name]), "us_second": summary(second[name])}
+
+    def many_clients(self, conn: psycopg.Connection) -> None:
+        """64 and 256 clients at once on a cluster whose node range is sized for them: refusals
+        from randflake_status() before and after, failed transactions from pgbench, and the wait
+        events of the pgbench backends sampled from pg_stat_activity while they run."""
+        max_connections = max(self.args.many_clients) + 16
+        nodes = max_connections + MANY_PARALLEL_WORKERS + 1
+        settings = [f"max_connections = {max_connections}", f"max_parallel_workers = {MANY_PARALLEL_WORKERS}",
+                    "randflake.node_id_min = 0", f"randflake.node_id_max = {nodes - 1}", "jit = off"]
+        section = self.results["many_clients"]
+        section["cluster"] = {"max_connections": max_connections, "max_parallel_workers": MANY_PARALLEL_WORKERS,
+                              "nodes": nodes}
+        scripts = pathlib.Path(tempfile.mkdtemp(prefix="randflake_bench_many_"))
+        paths = {}
+        for index, (name, statement) in enumerate(MANY_STATEMENTS.items()):
+            paths[name] = scripts / f"many_{index}.sql"
+            paths[name].write_text(f"{statement};\n")
+        with ScratchCluster(self.args.many_dir, self.args.many_port, settings) as cluster:
+            with cluster.connect() as watcher:
+                watcher.execute("CREATE EXTENSION IF NOT EXISTS randflake_pg")
+                wait_for_lease(watcher)
+                for round_number in range(self.args.many_rounds):
+                    for clients in self.args.many_clients:
+                        for name in rotated(list(paths), round_number):
+                            run = watched_pgbench(cluster, watcher, paths[name], clients, self.args.many_seconds)
+                            section.setdefault("runs", {}).setdefault(str(clients), {}).setdefault(name, []).append(run)
+                # Connections that come and go on the same range: each short-lived backend that
+                # made an ID leaves its node used for the rest of that second.
+                churn_clients = min(self.args.many_clients)
+                for round_number in range(self.args.many_rounds):
+                    for name in rotated(list(paths), round_number):
+                        run = watched_pgbench(cluster, watcher, paths[name], churn_clients, self.args.many_seconds, "-C")
+                        section.setdefault("churn", {}).setdefault(str(churn_clients), {}).setdefault(name, []).append(run)
+
+
+class ScratchCluster:
+    """A throwaway cluster of tests/scratch-cluster.sh, destroyed on the way out."""
+
+    def __init__(self, directory: str, port: int, settings: list[str]):
+        self.directory, self.port, self.settings = directory, port, settings
+
+    def __enter__(self) -> "ScratchCluster":
+        self.script("destroy")
+        self.script("init", str(self.port), *self.settings)
+        self.script("start")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.script("destroy")
+
+    def script(self, command: str, *arguments: str) -> None:
+        subprocess.run([str(SCRATCH_CLUSTER), command, self.directory, *arguments], check=True)
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(host=self.directory, port=self.port, user="postgres", dbname="postgres", autocommit=True)
+
+
+def execution_us(conn: psycopg.Connection, expression: str) -> float:
+    plan = conn.execute(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT {expression}").fetchone()[0]
+    return plan[0]["Execution Time"] * 1e3
+
+
+def wait_for_lease(conn: psycopg.Connection, timeout: float = 30.0) -> None:
+    """A fresh cluster's keeper takes its lease within a second or two of CREATE EXTENSION."""
+    deadline = time.monotonic() + timeout
+    while conn.execute("SELECT state FROM randflake_status()").fetchone()[0] != "active":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the lease keeper did not take a lease")
+        time.sleep(0.2)
+
+
+def pgbench_run(host: str, port: int, script: pathlib.Path, clients: int, seconds: int, *options: str) -> dict:
+    """One pgbench run (-M prepared unless -C asks for a new connection per transaction), for
+    `seconds`, or as long as options such as -t say when seconds is 0: throughput, latency,
+    failures, and the exit status rather than an exception, so that callers decide whether
+    failures are the result or a broken run."""
+    mode = [] if "-C" in options else ["-M", "prepared"]
+    completed = subprocess.run(
+        ["pgbench", "-h", host, "-p", str(port), "-U", "postgres", "-n", *mode, *options,
+         "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)), *(["-T", str(seconds)] if seconds else []),
+         "-f", str(script), "postgres"],
+        capture_output=True, text=True,
+    )
+    output = completed.stdout
+
+    def number(pattern: str) -> float:
+        found = re.search(pattern, output)
+        return float(found.group(1)) if found else 0.0
+
+    return {
+        "exit": completed.returncode,
+        "tps": number(r"tps = ([0-9.]+)"),
+        "transactions": int(number(r"number of transactions actually processed: ([0-9]+)")),
+        "failed": int(number(r"number of failed transactions: ([0-9]+)")),
+        "latency_ms": number(r"latency average = ([0-9.]+) ms"),
+        "connection_ms": number(r"average connection time = ([0-9.]+) ms"),
+        "aborted_clients": completed.stderr.count("aborted in command"),
+        "errors": sorted({line for line in completed.stderr.splitlines() if "ERROR" in line or "error" in line})[:5],
+    }
+
+
+STATUS_COUNTERS = "SELECT node_switches, clock_refusals, lease_refusals FROM randflake_status()"
+
+
+def watched_pgbench(cluster: ScratchCluster, watcher: psycopg.Connection, script: pathlib.Path, clients: int,
+                    seconds: int, *options: str) -> dict:
+    """pgbench with randflake_status()'s counters read before and after, and pg_stat_activity
+    sampled from another connection while it runs: the wait events of active pgbench backends,
+    and the most nodes in use at once."""
+    before = watcher.execute(STATUS_COUNTERS).fetchone()
+    waits: dict[str, int] = {}
+    peak_nodes = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        with cluster.connect() as sampler:
+            while not done.is_set():
+                for wait_type, wait_event, count in sampler.execute(
+                        "SELECT coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'running'), count(*) "
+                        "FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                        "AND application_name = 'pgbench' AND state = 'active' GROUP BY 1, 2").fetchall():
+                    key = f"{wait_type}:{wait_event}"
+                    waits[key] = waits.get(key, 0) + count
+                peak_nodes[0] = max(peak_nodes[0], sampler.execute("SELECT nodes_in_use FROM randflake_status()").fetchone()[0] or 0)
+                time.sleep(0.05)
+
+    sampler_thread = threading.Thread(target=sample, daemon=True)
+    sampler_thread.start()
+    try:
+        run = pgbench_run(cluster.directory, cluster.port, script, clients, seconds, *options)
+    finally:
+        done.set()
+        sampler_thread.join()
+    after = watcher.execute(STATUS_COUNTERS).fetchone()
+    run.update({
+        "node_switches": after[0] - before[0], "clock_refusals": after[1] - before[1],
+        "lease_refusals": after[2] - before[2], "peak_nodes_in_use": peak_nodes[0], "wait_samples": waits,
+    })
+    return run
 
 def paired(numerator: dict, denominator: dict) -> list[float]:
     """Per-round ratios: both were measured in the same round, minutes apart at most, so drift on
@@ -268,8 +471,141 @@ def fmt_spread(entry: dict, scale: float = 1.0, digits: int = 0) -> str:
     return f"{entry['median'] * scale:,.{digits}f} [{entry['min'] * scale:,.{digits}f}..{entry['max'] * scale:,.{digits}f}]"
 
 
+def merged_waits(runs: list[dict]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for run in runs:
+        for key, count in run["wait_samples"].items():
+            total[key] = total.get(key, 0) + count
+    return total
+
+
+def shared_lock_share(waits: dict[str, int]) -> float:
+    """The fraction of active-backend samples spent queued for a shared lock."""
+    locked = sum(count for key, count in waits.items() if key.split(":")[0] in SHARED_LOCK_WAITS)
+    return locked / max(1, sum(waits.values()))
+
+
+def top_waits(waits: dict[str, int], limit: int = 4) -> str:
+    total = max(1, sum(waits.values()))
+    ranked = sorted(waits.items(), key=lambda item: -item[1])[:limit]
+    return ", ".join(f"{key} {count / total:.0%}" for key, count in ranked)
+
+
+def report_connections(results: dict) -> list[tuple[str, bool, str]]:
+    """The -C tables and their target; returns the targets."""
+    targets = []
+    section = results["connections"]
+    if not section:
+        return targets
+    print("\n== pgbench -C, a new connection for every transaction: tps median [min..max]; the cost of a "
+          "transaction as clients x 1e6 / tps; cost ratio to SELECT 1 = per-round tps(SELECT 1) / tps(f)")
+    worst = None
+    for clients, table in section.items():
+        baseline = table["SELECT 1"]
+        print(f"  {clients} client(s)")
+        print(f"    {'statement':22} {'tps':>26} {'us per connection':>20} {'us after connecting':>21} {'cost x SELECT 1':>20}")
+        for name, entry in table.items():
+            print(f"    {name:22} {fmt_spread(entry['tps']):>26} {entry['us_per_connection']['median']:>20,.0f} "
+                  f"{entry['us_after_connecting']['median']:>21,.0f} {fmt_ratio(baseline['tps'], entry['tps']):>20}")
+        mine = table["randflake_next()"]
+        extra = [a - b for a, b in zip(mine["us_per_connection"]["samples"], baseline["us_per_connection"]["samples"])]
+        extra_after = [a - b for a, b in zip(mine["us_after_connecting"]["samples"],
+                                             baseline["us_after_connecting"]["samples"])]
+        print(f"    first randflake_next() in a new backend: {statistics.median(extra):+,.0f} us per connection "
+              f"[{min(extra):+,.0f}..{max(extra):+,.0f}] against SELECT 1, {statistics.median(extra_after):+,.0f} us "
+              f"[{min(extra_after):+,.0f}..{max(extra_after):+,.0f}] once connected; noise floor "
+              f"{fmt_ratio(baseline['tps'], table['SELECT 1 (control)']['tps'])}")
+        cost = ratio(baseline["tps"], mine["tps"])
+        if worst is None or cost > worst[1]:
+            worst = (clients, cost, fmt_ratio(baseline["tps"], mine["tps"]),
+                     fmt_ratio(baseline["tps"], table["SELECT 1 (control)"]["tps"]), statistics.median(extra))
+    clients, cost, figures, floor, extra = worst
+    targets.append(("pgbench -C: the first ID in a new backend costs <= 5% of the connection (x SELECT 1 <= 1.05)",
+                    cost <= 1.05, f"worst at {clients} client(s): {figures}, {extra:+,.0f} us per connection; "
+                                  f"noise floor there {floor}"))
+    first = results["first_call"]
+    if first:
+        # The connection's own cost: one client's SELECT 1 under -C, where nothing else runs.
+        connection_us = section[min(section, key=int)]["SELECT 1"]["us_per_connection"]["median"]
+        print(f"\n== The first call in a fresh backend, timed inside it (EXPLAIN ANALYZE execution time), "
+              f"{next(iter(first.values()))['backends']} backends each: us, median [min..max]")
+        print(f"  {'call':20} {'first call':>24} {'the next call':>20} {'first, share of a connection':>30}")
+        for name, entry in first.items():
+            print(f"  {name:20} {fmt_spread(entry['us_first'], digits=1):>24} {fmt_spread(entry['us_second'], digits=1):>20} "
+                  f"{entry['us_first']['median'] / connection_us:>30.1%}")
+        mine = first["randflake_next()"]["us_first"]["median"]
+        targets.append(("the first randflake_next() in a new backend, timed inside it, <= 5% of a SELECT 1 connection",
+                        mine <= 0.05 * connection_us,
+                        f"{mine:.0f} us against {connection_us:,.0f} us per connection: {mine / connection_us:.1%}"))
+    return targets
+
+
+def report_many_clients(results: dict) -> list[tuple[str, bool, str]]:
+    """The many-clients table, the churn note and their targets; returns the targets."""
+    section = results["many_clients"]
+    if not section:
+        return []
+    cluster = section["cluster"]
+    print(f"\n== Many clients at once, pgbench -M prepared, on a cluster with max_connections = "
+          f"{cluster['max_connections']}, max_parallel_workers = {cluster['max_parallel_workers']} and a node range "
+          f"of {cluster['nodes']} nodes (the DBA guide's rule: more than the two together). Wait events: share of "
+          "active pgbench backends' samples in pg_stat_activity")
+    print(f"  {'clients':>7} {'statement':18} {'tps':>26} {'failed':>7} {'refused':>8} {'peak nodes':>10} "
+          f"{'shared-lock waits':>18}  most seen")
+    refusals_ok, locks_ok, lock_figures = True, True, []
+    for clients, table in section["runs"].items():
+        for name, runs in table.items():
+            waits = merged_waits(runs)
+            failed = sum(run["failed"] + run["aborted_clients"] + (run["exit"] != 0) for run in runs)
+            refused = sum(run["clock_refusals"] + run["lease_refusals"] for run in runs)
+            print(f"  {clients:>7} {name:18} {fmt_spread(summary([run['tps'] for run in runs])):>26} {failed:>7} "
+                  f"{refused:>8} {max(run['peak_nodes_in_use'] for run in runs):>10} "
+                  f"{shared_lock_share(waits):>18.1%}  {top_waits(waits)}")
+            if name == "randflake_next()":
+                refusals_ok = refusals_ok and failed == 0 and refused == 0
+        mine, baseline = merged_waits(table["randflake_next()"]), merged_waits(table["SELECT 1"])
+        # A shared-lock wait is randflake's if SELECT 1, the same clients without the call, never
+        # waits on it, or waits on it clearly less often (one percentage point of samples).
+        own = [key for key in mine if key.split(":")[0] in SHARED_LOCK_WAITS and key not in baseline]
+        extra_share = shared_lock_share(mine) - shared_lock_share(baseline)
+        locks_ok = locks_ok and not own and extra_share <= 0.01
+        lock_figures.append(f"{clients} clients: {shared_lock_share(mine):.1%} against SELECT 1's "
+                            f"{shared_lock_share(baseline):.1%}" + (f", only in randflake's: {', '.join(own)}" if own else ""))
+    targets = [
+        (f"{' and '.join(section['runs'])} clients on a {cluster['nodes']}-node range: no refusals, no failed transactions",
+         refusals_ok, "randflake_status() clock and lease refusals, pgbench failed transactions and aborted clients: "
+                      + ("none" if refusals_ok else "see the table")),
+        ("no shared-lock (LWLock, Lock) waits attributable to randflake_next()", locks_ok, "; ".join(lock_figures)),
+    ]
+    for clients, table in section.get("churn", {}).items():
+        rates = {name: summary([run["tps"] for run in runs]) for name, runs in table.items()}
+        waits = merged_waits(table["randflake_next()"])
+        print(f"  pgbench -C at {clients} clients on the same range: SELECT 1 {fmt_spread(rates['SELECT 1'])} "
+              f"connections/s, SELECT randflake_next() {fmt_spread(rates['randflake_next()'])} "
+              f"({fmt_ratio(rates['randflake_next()'], rates['SELECT 1'])} of it); randflake's backends: {top_waits(waits)}")
+        print(f"  Note: a backend that made an ID leaves its node used for the rest of that second, so a range of "
+              f"{cluster['nodes']} nodes serves about {cluster['nodes']} new ID-making connections a second; "
+              "beyond that, new connections wait for the next second (wait event Extension), never fail.")
+    return targets
+
+
+# The sections report_core() reads; a run of some --steps only skips it.
+CORE_SECTIONS = ["per_call", "single_statement", "decoding", "bulk", "pgbench"]
+
+
 def report(results: dict) -> list[tuple[str, bool, str]]:
     """Prints the tables; returns (target, met, figures) for each target."""
+    targets = report_core(results) if all(results[section] for section in CORE_SECTIONS) else []
+    targets += report_connections(results)
+    targets += report_many_clients(results)
+    print("\n== Targets")
+    for name, met, figures in targets:
+        print(f"  [{'met' if met else 'MISSED'}] {name}: {figures}")
+    return targets
+
+
+def report_core(results: dict) -> list[tuple[str, bool, str]]:
+    """The per-call, statement, decoding, bulk and pgbench tables; returns their targets."""
     per_call = {name: entry["ns_per_call_isolated"] for name, entry in results["per_call"].items()}
     floor = per_call["pg_backend_pid()"]
     mine = per_call["randflake_next()"]
@@ -361,9 +697,6 @@ def report(results: dict) -> list[tuple[str, bool, str]]:
         ("bulk insert time <= 0.8x gen_random_uuid()", bulk_time <= 0.8, f"{bulk_time:.2f}x"),
         ("bulk index size <= 0.8x gen_random_uuid()", bulk_index <= 0.8, f"{bulk_index:.2f}x"),
     ]
-    print("\n== Targets")
-    for name, met, figures in targets:
-        print(f"  [{'met' if met else 'MISSED'}] {name}: {figures}")
     return targets
 
 
@@ -376,11 +709,12 @@ def write_outputs(results: dict, directory: pathlib.Path) -> None:
         for name, entry in results["per_call"].items():
             value = entry["ns_per_call_isolated"]
             writer.writerow(["per_call", name, "ns_per_call_isolated", value["median"], value["min"], value["max"]])
-        for name, value in results["single_statement"]["rows_per_second_one_call"].items():
+        for name, value in results["single_statement"].get("rows_per_second_one_call", {}).items():
             writer.writerow(["single_statement", name, "rows_per_second_one_call", value["median"], value["min"], value["max"]])
-        value = results["single_statement"]["ids_per_second_ten_per_row"]
-        writer.writerow(["single_statement", "randflake_next()", "ids_per_second_ten_per_row",
-                         value["median"], value["min"], value["max"]])
+        if results["single_statement"]:
+            value = results["single_statement"]["ids_per_second_ten_per_row"]
+            writer.writerow(["single_statement", "randflake_next()", "ids_per_second_ten_per_row",
+                             value["median"], value["min"], value["max"]])
         for name, entry in results["decoding"].items():
             for metric in ["ns_per_row", "seconds"]:
                 writer.writerow(["decoding", name, metric, entry[metric]["median"], entry[metric]["min"], entry[metric]["max"]])
@@ -392,7 +726,24 @@ def write_outputs(results: dict, directory: pathlib.Path) -> None:
                 for clients, value in by_clients.items():
                     writer.writerow([f"pgbench_{workload}", name, f"tps_{clients}_clients",
                                      value["median"], value["min"], value["max"]])
-    plot(results, directory / "results.png")
+        for clients, table in results["connections"].items():
+            for name, entry in table.items():
+                for metric in ["tps", "us_per_connection", "us_after_connecting"]:
+                    writer.writerow(["pgbench_connect", name, f"{metric}_{clients}_clients",
+                                     entry[metric]["median"], entry[metric]["min"], entry[metric]["max"]])
+        for name, entry in results["first_call"].items():
+            for metric in ["us_first", "us_second"]:
+                writer.writerow(["first_call", name, metric, entry[metric]["median"], entry[metric]["min"], entry[metric]["max"]])
+        for part in ["runs", "churn"]:
+            for clients, table in results["many_clients"].get(part, {}).items():
+                for name, runs in table.items():
+                    tps = summary([run["tps"] for run in runs])
+                    writer.writerow([f"many_clients_{part}", name, f"tps_{clients}_clients", tps["median"], tps["min"], tps["max"]])
+                    share = shared_lock_share(merged_waits(runs))
+                    writer.writerow([f"many_clients_{part}", name, f"shared_lock_wait_share_{clients}_clients",
+                                     share, share, share])
+    if results["per_call"] and results["pgbench"]:
+        plot(results, directory / "results.png")
 
 
 def plot(results: dict, path: pathlib.Path) -> None:
@@ -439,6 +790,21 @@ def main() -> None:
     parser.add_argument("--pgbench-rounds", type=int, default=5,
                         help="rounds of every pgbench point; more rounds narrow the reported spread")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2, 8, 32])
+    parser.add_argument("--connect-seconds", type=int, default=5, help="each pgbench -C run")
+    parser.add_argument("--connect-rounds", type=int, default=5)
+    parser.add_argument("--connect-clients", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--first-call-backends", type=int, default=200,
+                        help="fresh backends per contender in which the first call is timed")
+    parser.add_argument("--many-clients", type=int, nargs="+", default=[64, 256],
+                        help="client counts run on a cluster of their own, sized for the largest")
+    parser.add_argument("--many-seconds", type=int, default=10)
+    parser.add_argument("--many-rounds", type=int, default=3)
+    parser.add_argument("--many-dir", default="/tmp/randflake_pg-bench-clients",
+                        help="data directory of that cluster (created and destroyed here)")
+    parser.add_argument("--many-port", type=int, default=25441)
+    parser.add_argument("--steps", nargs="+", default=None,
+                        help="run only these steps (per_call single_statement decoding bulk pgbench connections "
+                             "first_call many_clients); the report shows what ran")
     args = parser.parse_args()
 
     bench = Bench(args)
@@ -448,7 +814,11 @@ def main() -> None:
         conn.execute((pathlib.Path(__file__).parent / "contenders.sql").read_text())
         bench.describe(conn)
         conn.execute("SELECT randflake_next()")  # the node and the start-up second, out of the timings
-        for step in [bench.per_call, bench.single_statement, bench.decoding, bench.bulk, bench.pgbench]:
+        steps = [bench.per_call, bench.single_statement, bench.decoding, bench.bulk, bench.pgbench,
+                 bench.connections, bench.first_call, bench.many_clients]
+        for step in steps:
+            if args.steps and step.__name__ not in args.steps:
+                continue
             print(f"-- {step.__name__} ...", flush=True)
             step(conn)
     report(bench.results)
