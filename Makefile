@@ -23,6 +23,13 @@ STAGE_BINDIR  = $(STAGE)$(shell $(PG_CONFIG) --bindir 2>/dev/null)
 STAGED        = PG_CONFIG=$(STAGE_BINDIR)/pg_config PATH=$(STAGE_BINDIR):$$PATH
 BENCH_DIR   ?= /tmp/randflake_pg-bench
 BENCH_PORT  ?= 25435
+# make bench's many-clients cluster, beside the main one.
+BENCH_CLIENTS_PORT ?= 25441
+# make bench-scale's cluster; it is kept when a run stops early, and the next run carries on.
+BENCH_SCALE_DIR  ?= /tmp/randflake_pg-bench-scale
+BENCH_SCALE_PORT ?= 25442
+# Extra arguments for bench/scale.py, e.g. BENCH_SCALE_ARGS="--shared-buffers 256MB --seconds 120".
+BENCH_SCALE_ARGS ?=
 # Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
 BENCH_ARGS  ?=
 SOAK_ARGS   ?= --duration 600 --clients 32
@@ -44,7 +51,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench bench-scale soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -66,6 +73,7 @@ help:
 	@echo "                   extension (make check and make test check them)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
+	@echo "make bench-scale   inserts as the tables outgrow shared_buffers, lookups and remedies (hours)"
 	@echo "make soak          load with kill -9, restarts and clock steps; SOAK_ARGS=\"--duration 600 --clients 32\""
 	@echo "make fuzz          every cargo-fuzz target of the randflake crate for FUZZ_SECONDS (default 600) each"
 
@@ -194,8 +202,17 @@ bench: install
 		"max_wal_size = '8GB'" "checkpoint_timeout = '30min'" "randflake.max_nodes_per_backend = 131072"
 	@tests/scratch-cluster.sh start $(BENCH_DIR)
 	cargo bench -p randflake
-	$(VENV)/bin/python bench/bench.py --host $(BENCH_DIR) --port $(BENCH_PORT) --out bench/out $(BENCH_ARGS); \
+	$(VENV)/bin/python bench/bench.py --host $(BENCH_DIR) --port $(BENCH_PORT) --out bench/out \
+		--many-dir $(BENCH_DIR)-clients --many-port $(BENCH_CLIENTS_PORT) $(BENCH_ARGS); \
 		status=$$?; tests/scratch-cluster.sh destroy $(BENCH_DIR); exit $$status
+
+# Insert throughput as the tables outgrow a small shared_buffers, lookups, and the remedies
+# (docs/performance.md); writes bench/results/scale/. Hours, not minutes: the indexes grow to 8x
+# shared_buffers, and every step measures every key in turn.
+bench-scale: install
+	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	$(VENV)/bin/python bench/scale.py --dir $(BENCH_SCALE_DIR) --port $(BENCH_SCALE_PORT) \
+		--out bench/results/scale $(BENCH_SCALE_ARGS)
 
 # Its port lies above the suites' (20000 + TEST_WORKERS * 200) and below the kernel's ephemeral ports.
 soak: install
