@@ -75,9 +75,13 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     with new.connect() as conn:
         assert decoded_ids(conn, old_ids) == old_decoded
         wait_for(lambda: status(conn)["state"] == "active", 40, "the upgraded server's own lease")
-        # Its own lease, after the old one; the old row, wholly before it, was pruned on taking it.
-        holder, lease_start = conn.execute("SELECT holder, lease_start FROM randflake.node_leases").fetchone()
+        # Its own lease, after the old one; the old row, wholly before it, goes once the new
+        # lease is renewed (a row is pruned only by a renewal of a later lease of its block).
+        holder, lease_start = conn.execute(
+            "SELECT holder, lease_start FROM randflake.node_leases ORDER BY lease_start DESC LIMIT 1").fetchone()
         assert holder != old_holder and lease_start > old_lease_end
+        wait_for(lambda: conn.execute("SELECT array_agg(holder) FROM randflake.node_leases").fetchone()[0] == [holder],
+                 20, "the old lease's row to be pruned")
         conn.execute("INSERT INTO orders (n) SELECT 50000 + g FROM generate_series(1, 50000) g")
         new_ids = [row[0] for row in conn.execute("SELECT id FROM orders WHERE n > 50000 ORDER BY n")]
         new_decoded = decoded_ids(conn, new_ids)
