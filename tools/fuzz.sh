@@ -16,17 +16,28 @@ fi
 # cargo-fuzz passes nightly-only flags (sanitizers, coverage); this lets the one stable
 # toolchain here accept them.
 export RUSTC_BOOTSTRAP=1
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-for target in $(cargo fuzz list); do
-    mkdir -p "fuzz/corpus/$target" "fuzz/regressions/$target"
-    echo "fuzz: $target for $seconds s"
+# The targets are built once, then run side by side, one per core: each still gets its SECONDS.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+cargo fuzz build >"$logs/build" 2>&1 || { tail -n 40 "$logs/build" >&2; echo "fuzz: build FAILED" >&2; exit 1; }
+run_target() {
+    mkdir -p "fuzz/corpus/$1" "fuzz/regressions/$1"
     status=0
-    cargo fuzz run "$target" "fuzz/corpus/$target" "fuzz/regressions/$target" -- \
-        -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
-    grep -E "^(stat::number_of_executed_units|Done)|panicked|SUMMARY|Test unit written" "$log" || true
+    cargo fuzz run "$1" "fuzz/corpus/$1" "fuzz/regressions/$1" -- \
+        -max_total_time="$seconds" -print_final_stats=1 >"$logs/$1" 2>&1 || status=$?
+    echo "$status" >"$logs/$1.status"
+}
+export -f run_target
+export seconds logs
+targets=$(cargo fuzz list)
+echo "fuzz: $(echo $targets | tr ' ' ','), $seconds s each, $(nproc) at a time"
+echo "$targets" | xargs -P "$(nproc)" -I{} bash -c 'run_target "$1"' _ {}
+for target in $targets; do
+    echo "fuzz: $target"
+    grep -E "^(stat::number_of_executed_units|Done)|panicked|SUMMARY|Test unit written" "$logs/$target" || true
+    status=$(cat "$logs/$target.status" 2>/dev/null || echo missing)
     if [ "$status" != 0 ]; then
-        tail -n 40 "$log" >&2
+        tail -n 40 "$logs/$target" >&2
         echo "fuzz: $target FAILED (exit $status)" >&2
         exit 1
     fi
