@@ -91,7 +91,7 @@ impl BackendIds {
             _ if backend::in_recovery() => return Err(Error::OnStandby {}),
             _ => {}
         }
-        backend::at_exit(node_table::release_all_held);
+        backend::at_exit(release_held_nodes);
         Ok(Self { backend: Backend::new(), ready: ReadyIds::NONE })
     }
 
@@ -122,6 +122,13 @@ impl BackendIds {
             }
         }
     }
+}
+
+/// Gives back the nodes this process holds, when it exits. A backend takes nodes only from its
+/// lease, which lies inside the server's node range, fixed at start-up.
+fn release_held_nodes() {
+    let (first, last) = keeper_settings::node_range();
+    node_table::release_all_held(first, last);
 }
 
 /// The error a refusal raises.

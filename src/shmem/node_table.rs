@@ -96,12 +96,15 @@ pub fn release(node: u32) {
     SLOTS.get()[node as usize].holder.store(NO_HOLDER, Ordering::Release);
 }
 
-/// Releases every node this process still holds. Runs when the process exits; a scan of the
-/// whole table needs no state that an error during exit could have left inconsistent.
-pub fn release_all_held() {
+/// Releases every node of `first..=last` this process still holds. Runs when the process exits;
+/// a scan needs no state that an error during exit could have left inconsistent. Only the
+/// nodes a process can hold are scanned: the whole table is 1 MB of shared memory that a
+/// short-lived backend has never touched, and paging it in on the way out made each connection
+/// that made an ID measurably dearer (docs/performance.md, connections that come and go).
+pub fn release_all_held(first: u32, last: u32) {
     let Some(slots) = SLOTS.try_get() else { return };
     let pid = backend::pid();
-    for slot in slots {
+    for slot in slots.get(first as usize..=last as usize).unwrap_or_default() {
         if slot.holder.load(Ordering::Relaxed) == pid {
             slot.holder.store(NO_HOLDER, Ordering::Release);
         }
