@@ -54,28 +54,8 @@ unsafe extern "C-unwind" fn check_then_run(
     // PostgreSQL's own implementation, as every ProcessUtility hook must; nothing in this frame
     // needs dropping if either longjmps out with an ERROR.
     unsafe {
-        match PREVIOUS_HOOK {
-            Some(previous) => previous(
-                statement,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_environment,
-                destination,
-                completion,
-            ),
-            None => unguarded::standard_process_utility(
-                statement,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_environment,
-                destination,
-                completion,
-            ),
-        }
+        let run = PREVIOUS_HOOK.unwrap_or(unguarded::standard_process_utility);
+        run(statement, query_string, read_only_tree, context, params, query_environment, destination, completion)
     }
 }
 
