@@ -10,17 +10,22 @@ shared_buffers. At each step every key gets a measured interval of single-row IN
 pgbench, the keys taking turns in an order that rotates from step to step and round to round, so
 that noise on the machine spreads over all of them:
 
-  warm-up    pg_prewarm() of the index, then --warmup seconds of the same INSERTs, unmeasured;
+  warm-up    pg_prewarm() of the index, then --warmup-rows of the same INSERTs, unmeasured;
   CHECKPOINT so that no checkpoint started by another key lands in this key's interval;
-  interval   --seconds of INSERTs; no checkpoint can start inside it (checkpoint_timeout 1h,
+  interval   --interval-rows INSERTs; no checkpoint can start inside it (checkpoint_timeout 1h,
              max_wal_size 16GB; the checkpoint counters are checked).
+
+Intervals are counted in rows, not seconds, so that every key adds the same rows at every step
+and the tables stay the same size: a timed interval at 60,000 rows a second would add more rows
+than a small step holds.
 
 Every interval therefore starts a checkpoint cycle, as on a production server, and pays what the
 cycle costs: the first change to a page after a checkpoint writes a full-page image into the WAL,
 and random keys change a different leaf page with nearly every row. That is part of the real
 cost of random keys, so full_page_writes stays on; the WAL bytes and full-page images per row are
 reported with the throughput. A longer interval stands for a longer checkpoint cycle, over which a
-leaf page's image is shared by more rows.
+leaf page's image is shared by more rows: at the default 400,000 rows, a cycle far shorter than a
+production server's, the images weigh more here than they would there.
 
 Then, at the largest size: point lookups by primary key (keys sampled uniformly from the whole
 table, and from the newest rows); the remedies on the grown tables (wal_compression, more
@@ -280,7 +285,11 @@ class Scale:
         until the buffers hold what this key's inserts keep touching; returns the rows added."""
         if self.prewarm:
             conn.execute("SELECT pg_prewarm(%s)", [index(key, prefix)])
-        return self.pgbench(script, self.args.warmup)["transactions"] if self.args.warmup else 0
+        return self.pgbench_rows(script, self.args.warmup_rows)["transactions"] if self.args.warmup_rows else 0
+
+    def pgbench_rows(self, script: pathlib.Path, rows: int) -> dict:
+        """The script run `rows` times in all, split over the clients."""
+        return self.pgbench(script, 0, "-t", str(max(1, rows // self.args.clients)))
 
     def pgbench(self, script: pathlib.Path, seconds: int, *options: str) -> dict:
         run = pgbench_run(self.args.dir, self.args.port, script, self.args.clients, seconds, *options)
@@ -289,12 +298,12 @@ class Scale:
         return run
 
     def insert_interval(self, conn: psycopg.Connection, key: Key, prefix: str = "t") -> dict:
-        """One measured interval of single-row INSERTs: warm-up, CHECKPOINT, then --seconds."""
+        """One measured interval of single-row INSERTs: warm-up, CHECKPOINT, then --interval-rows."""
         script = self.insert_script(key, prefix)
         added = self.warm(conn, key, script, prefix)
         conn.execute("CHECKPOINT")
         before = self.wal_counters(conn)
-        run = self.pgbench(script, self.args.seconds)
+        run = self.pgbench_rows(script, self.args.interval_rows)
         after = self.wal_counters(conn)
         rows = run["transactions"]
         wal_bytes = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint", [after["lsn"], before["lsn"]]).fetchone()[0]
@@ -354,23 +363,27 @@ class Scale:
     def step_done(self, step: dict) -> bool:
         return "seconds" in step and all(len(step["runs"].get(key.name, [])) >= self.args.rounds for key in self.keys)
 
-    def each_round(self, section: dict, variants: list[str], label, measure, applies=lambda key, variant: True) -> None:
+    def each_round(self, section: dict, variants: list[str], label, measure, applies=lambda key, variant: True,
+                   keys_first: bool = False) -> None:
         """--remedy-rounds rounds of every variant for every key it applies to, the keys taking
-        turns in an order that rotates from round to round; measure(key, variant) returns one
-        run, saved at once, and runs a resumed run already has are kept."""
+        turns in an order that rotates from round to round (with keys_first, each key's variants
+        together, so that a run cut short has whole keys); measure(key, variant) returns one run,
+        saved at once, and runs a resumed run already has are kept."""
         if section.get("done"):
             return
         for round_number in range(self.args.remedy_rounds):
-            for variant in variants:
-                for key in rotated(self.keys, round_number):
-                    if not applies(key, variant):
-                        continue
-                    runs = section["runs"].setdefault(variant, {}).setdefault(key.name, [])
-                    if len(runs) > round_number:
-                        continue
-                    print(f"-- {label(variant)}, {key.name}: round {round_number + 1}", flush=True)
-                    runs.append(measure(key, variant))
-                    self.state.save()
+            keys = rotated(self.keys, round_number)
+            pairs = ([(key, variant) for key in keys for variant in variants] if keys_first else
+                     [(key, variant) for variant in variants for key in keys])
+            for key, variant in pairs:
+                if not applies(key, variant):
+                    continue
+                runs = section["runs"].setdefault(variant, {}).setdefault(key.name, [])
+                if len(runs) > round_number:
+                    continue
+                print(f"-- {label(variant)}, {key.name}: round {round_number + 1}", flush=True)
+                runs.append(measure(key, variant))
+                self.state.save()
         section["done"] = True
         self.state.save()
 
@@ -414,8 +427,8 @@ class Scale:
                           flush=True)
                     if self.prewarm:
                         conn.execute("SELECT pg_prewarm(%s)", [index(key)])
-                    if self.args.warmup:
-                        self.pgbench(scripts[(key.name, pattern)], self.args.warmup)
+                    if self.args.lookup_warmup:
+                        self.pgbench(scripts[(key.name, pattern)], self.args.lookup_warmup)
                     run = self.pgbench(scripts[(key.name, pattern)], self.args.lookup_seconds)
                     runs.append({"tps": run["tps"], "latency_ms": run["latency_ms"]})
                     self.state.save()
@@ -564,7 +577,8 @@ class Scale:
         self.each_round(section, ["plain", "key order", "index after load"],
                         lambda recipe: f"bulk load of {rows:,} rows, {recipe}",
                         lambda key, recipe: self.load(conn, key, recipe, rows),
-                        lambda key, recipe: recipe in self.recipes(key))
+                        lambda key, recipe: recipe in self.recipes(key) and key.slug in self.args.load_keys,
+                        keys_first=True)
 
     def load(self, conn: psycopg.Connection, key: Key, recipe: str, rows: int) -> dict:
         """One bulk load of `rows` rows into a fresh table by one recipe: seconds, WAL, index."""
@@ -609,7 +623,8 @@ class Scale:
         section["rows"], section["inserted"] = rows, inserted
         self.each_round(section, [str(fillfactor) for fillfactor in self.args.fillfactors],
                         lambda fillfactor: f"fillfactor {fillfactor}",
-                        lambda key, fillfactor: self.grow_after_build(conn, key, int(fillfactor), inserted))
+                        lambda key, fillfactor: self.grow_after_build(conn, key, int(fillfactor), inserted),
+                        lambda key, fillfactor: key.slug in self.args.load_keys)
 
     def grow_after_build(self, conn: psycopg.Connection, key: Key, fillfactor: int, rows: int) -> dict:
         # Rows added by an earlier fillfactor's growth go, so that each starts from the load.
@@ -705,8 +720,8 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
     print("== Machine and server")
     for name, value in server.items():
         print(f"  {name:20} {value}")
-    print(f"  {'clients':20} {settings['clients']}, interval {settings['seconds']} s after a {settings['warmup']} s "
-          f"warm-up and a CHECKPOINT, {settings['rounds']} round(s) per step")
+    print(f"  {'clients':20} {settings['clients']}, interval {settings['interval_rows']:,} rows after a warm-up of "
+          f"{settings['warmup_rows']:,} rows and a CHECKPOINT, {settings['rounds']} round(s) per step")
     for phase, seconds in data.get("elapsed", {}).items():
         print(f"  {'time, ' + phase:20} {seconds / 60:.1f} min")
     targets = []
@@ -999,16 +1014,17 @@ def main() -> None:
     parser.add_argument("--keep-cluster", action="store_true", help="keep the cluster after a complete run")
     parser.add_argument("--shared-buffers", default="128MB")
     parser.add_argument("--fsync", action="store_true", help="fsync = on (the scratch cluster has it off)")
-    parser.add_argument("--steps", type=float, nargs="+", default=[0.25, 1, 2, 4, 8],
+    parser.add_argument("--steps", type=float, nargs="+", default=[0.5, 1, 2, 4, 8],
                         help="multiples of shared_buffers that the random keys' indexes reach, one step each")
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=int, default=30, help="each measured interval")
-    parser.add_argument("--warmup", type=int, default=5, help="unmeasured INSERTs before each interval")
+    parser.add_argument("--interval-rows", type=int, default=400_000, help="rows of each measured interval")
+    parser.add_argument("--warmup-rows", type=int, default=80_000, help="unmeasured INSERTs before each interval")
     parser.add_argument("--rounds", type=int, default=2, help="measured intervals per key and step")
     parser.add_argument("--fill-chunk", type=int, default=1_000_000, help="rows per INSERT ... SELECT when growing")
     parser.add_argument("--lookup-keys", type=int, default=100_000)
     parser.add_argument("--recent-fraction", type=float, default=0.01)
     parser.add_argument("--lookup-seconds", type=int, default=15)
+    parser.add_argument("--lookup-warmup", type=int, default=3, help="unmeasured seconds of lookups before each")
     parser.add_argument("--lookup-rounds", type=int, default=2)
     parser.add_argument("--remedy-rounds", type=int, default=1)
     parser.add_argument("--remedy-rows", type=int, default=0, help="rows of the bulk loads (default: the largest step's)")
@@ -1016,6 +1032,8 @@ def main() -> None:
                         help="the larger shared_buffers remedy (auto: 1.5x the largest index, rounded up to a power of two)")
     parser.add_argument("--load-work-mem", default="256MB", help="work_mem of the key-order load's sort")
     parser.add_argument("--load-maintenance-work-mem", default="1GB", help="maintenance_work_mem of index builds")
+    parser.add_argument("--load-keys", nargs="+", default=["identity", "randflake", "uuid4", "uuid7"],
+                        help="the keys of the bulk-load and fillfactor phases (each load takes minutes at 8x)")
     parser.add_argument("--fillfactors", type=int, nargs="+", default=[90, 70])
     parser.add_argument("--fillfactor-growth", type=float, default=0.15,
                         help="rows inserted after each rebuild, as a fraction of the loaded rows")
@@ -1032,7 +1050,7 @@ def main() -> None:
         # Tables left by a run whose record is gone would be measured at the wrong sizes.
         Server(args.dir, args.port, []).script("destroy")
     previous = state.data.get("settings", {})
-    changed = [name for name in ["shared_buffers", "steps", "clients", "seconds", "warmup", "fsync"]
+    changed = [name for name in ["shared_buffers", "steps", "clients", "interval_rows", "warmup_rows", "fsync"]
                if name in previous and previous[name] != vars(args)[name]]
     if changed:
         sys.exit(f"{args.out}/scale.json was measured with other {', '.join(changed)}: use the same, or --fresh")

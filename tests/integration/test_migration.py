@@ -1,4 +1,4 @@
-"""Moving existing tables over to randflake_next(), as docs/drafts/migrating.md describes.
+"""Moving existing tables over to randflake_next(), as docs/migrating.md describes.
 
 Proven on real tables holding rows and foreign keys:
 * a bigserial key: SET DEFAULT randflake_next(), with the sequence dropped or left, rewrites
