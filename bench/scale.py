@@ -29,7 +29,7 @@ production server's, the images weigh more here than they would there.
 
 Then, at the largest size: point lookups by primary key (keys sampled uniformly from the whole
 table, and from the newest rows); the remedies on the grown tables (wal_compression, more
-shared_buffers); the bulk-load recipes on fresh tables of the same row count (plain, in key
+shared_buffers, a batch as generated and sorted by key); the bulk-load recipes on fresh tables of the same row count (plain, in key
 order, index built after the load); and fillfactor on an index built after a load.
 
 Everything measured is saved to <out>/scale.json after each measurement: run it again with the
