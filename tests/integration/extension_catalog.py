@@ -45,6 +45,19 @@ def _comment_and_owner(conn: psycopg.Connection, catalog: str, owner_column: str
     ).fetchone()
 
 
+def _ownership(conn: psycopg.Connection, catalog: str, acl_column: str, owner_column: str, acl_kind: str, oid: int) -> dict:
+    """An object's comment, owner, privileges (the defaults of `acl_kind` where none were granted)
+    and the privileges recorded for the extension."""
+    comment, owner = _comment_and_owner(conn, catalog, owner_column, oid)
+    acl_sql = f"SELECT coalesce({acl_column}, acldefault('{acl_kind}', {owner_column})) FROM {catalog} WHERE oid = %s"
+    return {
+        "comment": comment,
+        "owner": owner,
+        "acl": _acl(conn, acl_sql, oid),
+        "initial_acl": _initial_acl(conn, catalog, oid),
+    }
+
+
 def _function(conn: psycopg.Connection, oid: int) -> dict:
     row = conn.execute(
         """SELECT pg_get_functiondef(p.oid), obj_description(p.oid, 'pg_proc'),
@@ -94,29 +107,19 @@ def _table(conn: psycopg.Connection, oid: int) -> dict:
         "SELECT pg_get_triggerdef(oid), tgenabled FROM pg_trigger WHERE tgrelid = %s AND NOT tgisinternal ORDER BY 1",
         (oid,),
     ).fetchall()
-    comment, owner = _comment_and_owner(conn, "pg_class", "relowner", oid)
     return {
-        "comment": comment,
-        "owner": owner,
+        **_ownership(conn, "pg_class", "relacl", "relowner", "r", oid),
         "columns": [
             {"name": c[0], "type": c[1], "not_null": c[2], "default": c[3], "comment": c[4]} for c in columns
         ],
         "constraints": constraints,
         "indexes": [i[0] for i in indexes],
         "triggers": triggers,
-        "acl": _acl(conn, "SELECT coalesce(relacl, acldefault('r', relowner)) FROM pg_class WHERE oid = %s", oid),
-        "initial_acl": _initial_acl(conn, "pg_class", oid),
     }
 
 
 def _schema(conn: psycopg.Connection, oid: int) -> dict:
-    comment, owner = _comment_and_owner(conn, "pg_namespace", "nspowner", oid)
-    return {
-        "comment": comment,
-        "owner": owner,
-        "acl": _acl(conn, "SELECT coalesce(nspacl, acldefault('n', nspowner)) FROM pg_namespace WHERE oid = %s", oid),
-        "initial_acl": _initial_acl(conn, "pg_namespace", oid),
-    }
+    return _ownership(conn, "pg_namespace", "nspacl", "nspowner", "n", oid)
 
 
 def _type(conn: psycopg.Connection, oid: int) -> dict:
@@ -127,15 +130,8 @@ def _type(conn: psycopg.Connection, oid: int) -> dict:
              FROM pg_type t WHERE t.oid = %s""",
         (oid,),
     ).fetchone()
-    comment, owner = _comment_and_owner(conn, "pg_type", "typowner", oid)
     keys = ("name", "length", "by_value", "alignment", "storage", "category", "input", "output", "receive", "send", "schema")
-    return {
-        **dict(zip(keys, row)),
-        "comment": comment,
-        "owner": owner,
-        "acl": _acl(conn, "SELECT coalesce(typacl, acldefault('T', typowner)) FROM pg_type WHERE oid = %s", oid),
-        "initial_acl": _initial_acl(conn, "pg_type", oid),
-    }
+    return {**dict(zip(keys, row)), **_ownership(conn, "pg_type", "typacl", "typowner", "T", oid)}
 
 
 def _cast(conn: psycopg.Connection, oid: int) -> dict:
