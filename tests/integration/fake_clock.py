@@ -97,11 +97,15 @@ class FakeClock:
         self.set(offset)
 
     def set(self, offset: int) -> None:
-        """Steps every process's clock: the file is replaced atomically and read on every reading."""
-        staged = self.file.with_name("faketime.rc.new")
-        write_server_file(staged, f"{offset:+d}\n", 0o644)
-        os.replace(staged, self.file)
+        """Steps every process's clock."""
+        self._write(f"{offset:+d}")
         self.offset = offset
+
+    def _write(self, setting: str) -> None:
+        """Replaces the file atomically; every process reads it on every clock reading."""
+        staged = self.file.with_name("faketime.rc.new")
+        write_server_file(staged, f"{setting}\n", 0o644)
+        os.replace(staged, self.file)
 
     @contextmanager
     def frozen(self) -> Iterator[None]:
@@ -111,10 +115,7 @@ class FakeClock:
         second = math.floor(self.now()) + 1
         # A timestamp without '@' is a frozen absolute time to libfaketime, read in local time
         # as the server's processes, started from this one, read it.
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        staged = self.file.with_name("faketime.rc.new")
-        write_server_file(staged, f"{stamp}\n", 0o644)
-        os.replace(staged, self.file)
+        self._write(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second)))
         try:
             yield
         finally:
