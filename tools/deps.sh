@@ -109,11 +109,17 @@ if ! "${CARGO_HOME:-$HOME/.cargo}/bin/pgxn_meta" --version 2>/dev/null | grep -q
 fi
 
 # pgrx's configuration names every major that is here, so that switching majors needs no init.
+# An entry whose pg_config is gone (a deleted checkout's) breaks every build of pgrx-pg-sys, and
+# cargo pgrx init keeps the entries it is not given: such entries are removed here.
+config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+while read -r configured; do
+    [ -x "$configured" ] || sed -i "\|^pg[0-9]* = \"$configured\"\$|d" "$config"
+done < <(sed -n 's/^pg[0-9]* = "\(.*\)"$/\1/p' "$config" 2>/dev/null)
 init=()
 for major in $(tools/postgres-major.sh majors); do
     pg_config=$(tools/postgres-major.sh pg-config "$major")
     if [ -x "$pg_config" ] && [ -f "$("$pg_config" --includedir-server)/postgres.h" ]; then
-        grep -q "^pg$major = \"$pg_config\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null || stale=1
+        grep -q "^pg$major = \"$pg_config\"" "$config" 2>/dev/null || stale=1
         init+=("--pg$major" "$pg_config")
     fi
 done
