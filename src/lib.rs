@@ -69,7 +69,12 @@ pgrx::extension_sql_file!(
         functions::randflake_lease_extend,
         functions::randflake_lease_release,
         functions::randflake_app_leases
-    ],
+    ]
+);
+pgrx::extension_sql_file!(
+    "../sql/randflake_pg--0.5.0--0.6.0.sql",
+    name = "upgrade_to_0_6_0",
+    requires = ["upgrade_to_0_5_0"],
     finalize
 );
 

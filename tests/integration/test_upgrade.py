@@ -13,7 +13,7 @@ from conftest import ROOT, pg_config, sql_error, status, wait_for
 from extension_catalog import extension_objects
 
 # Every earlier release, whose install script as released is kept in tests/upgrade/.
-RELEASES = ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+RELEASES = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"]
 # The release before leases: its keeper's database has no lease table.
 BEFORE_LEASES = "0.1.0"
 CURRENT = subprocess.run([ROOT / "tools" / "version.sh"], check=True, capture_output=True, text=True).stdout.strip()
