@@ -176,10 +176,10 @@ def plants(conn: psycopg.Connection, texts: list[str]) -> list[Plant]:
     return list(chosen.values())
 
 
-def plant(cluster: Cluster, dbname: str, owner: str, schemas: list[str], texts: list[str]) -> int:
+def plant(cluster: Cluster, dbname: str, owner: str, schemas: list[str], texts: list[str]) -> list[Plant]:
     """Creates the plants in each of `schemas` as `owner`; each, when called, raises a WARNING
     naming itself and, called by a superuser, makes `owner` a superuser, as the attack did.
-    Returns how many objects were planted."""
+    Returns what was planted in each."""
     with pinned(cluster, dbname, user=owner) as conn:
         chosen = plants(conn, texts)
         statements = []
@@ -207,7 +207,7 @@ def plant(cluster: Cluster, dbname: str, owner: str, schemas: list[str], texts: 
                     f"RIGHTARG = {item.arguments[1]}, FUNCTION = {function});"
                 )
         conn.execute("\n".join(statements))
-    return len(statements)
+    return chosen
 
 
 def fired_plants(cluster: Cluster, dbname: str, owner: str, statement: str) -> tuple[list[str], psycopg.Error | None]:
@@ -241,7 +241,7 @@ def is_superuser(cluster: Cluster, role: str) -> bool:
 
 def assert_nothing_planted_ran(cluster: Cluster, owner: str, texts: list[str], schema: str, statement: str) -> None:
     schemas = ["public"] if schema == "public" else ["public", schema]
-    assert plant(cluster, owner, owner, schemas, texts) > 1000
+    assert ATTACK in {item.identity() for item in plant(cluster, owner, owner, schemas, texts)}
     fired, error = fired_plants(cluster, owner, owner, statement)
     assert not fired, f"{statement} ran objects the database owner planted: {sorted(set(fired))}"
     assert error is None, f"{statement} failed among the planted objects: {error}"
@@ -249,6 +249,8 @@ def assert_nothing_planted_ran(cluster: Cluster, owner: str, texts: list[str], s
 
 
 SCHEMAS = ["public", OWNED_SCHEMA]
+# The overload issue 28 planted: it beats pg_catalog.format(text, VARIADIC "any").
+ATTACK = (False, "format", ("text",) * 5)
 
 
 @pytest.fixture
@@ -256,6 +258,21 @@ def texts(shared_cluster) -> list[str]:
     """What the scripts and the extension's SQL function bodies say."""
     with pinned(shared_cluster, "postgres") as conn:
         return script_texts() + sql_function_bodies(conn)
+
+
+def test_the_plants_catch_unqualified_calls(shared_cluster, texts):
+    """The control: calls a script might make without naming pg_catalog run the plants."""
+    owner = owned_database(shared_cluster, "owner_control")
+    plant(shared_cluster, owner, owner, ["public"], texts)
+    fired, error = fired_plants(
+        shared_cluster, owner, owner,
+        "DO $$ BEGIN PERFORM format('%s_%s', 'a', 'b'); PERFORM count(*) FROM pg_class WHERE oid = 1259; END $$",
+    )
+    assert error is None
+    assert sorted(set(fired)) == ["planted public.=(oid, integer) ran", "planted public.format(text, text, text) ran"]
+    assert is_superuser(shared_cluster, owner), "a planted object called by a superuser makes its owner one"
+    with pinned(shared_cluster, "postgres") as admin:
+        admin.execute(f"ALTER ROLE {owner} NOSUPERUSER")
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
