@@ -2,7 +2,8 @@
 --
 -- Run by ALTER EXTENSION randflake_pg UPDATE, and replayed at the end of every fresh install
 -- script, so that an updated database and a new one are built by the same statements. A
--- released script never changes; the next release adds its own.
+-- released script changes only in how it names what it uses, never in what it makes (0.6.0
+-- named pg_catalog's operators); the next release adds its own.
 
 \echo Use "ALTER EXTENSION randflake_pg UPDATE" to load this file. \quit
 
@@ -13,17 +14,25 @@ CREATE SCHEMA randflake;
 COMMENT ON SCHEMA randflake IS
 'randflake_pg''s node leases. The lease keeper background worker writes them; superusers and pg_monitor may read them.';
 
+-- Every operator is named with its schema, here and below: a script runs with @extschema@ on
+-- search_path, where a database owner could have put a better-matching one.
 CREATE TABLE randflake.node_leases (
-    first_node   integer NOT NULL CONSTRAINT first_node_is_a_node CHECK (first_node BETWEEN 0 AND 131071),
-    last_node    integer NOT NULL CONSTRAINT last_node_ends_the_block CHECK (last_node BETWEEN first_node AND 131071),
+    first_node   integer NOT NULL CONSTRAINT first_node_is_a_node
+                 CHECK (first_node OPERATOR(pg_catalog.>=) 0 AND first_node OPERATOR(pg_catalog.<=) 131071),
+    last_node    integer NOT NULL CONSTRAINT last_node_ends_the_block
+                 CHECK (last_node OPERATOR(pg_catalog.>=) first_node AND last_node OPERATOR(pg_catalog.<=) 131071),
     holder       text    NOT NULL,
     server_name  text    NOT NULL,
-    lease_start  bigint  NOT NULL CONSTRAINT lease_start_fits_an_id CHECK (lease_start BETWEEN 1730000000 AND 2803741823),
-    lease_end    bigint  NOT NULL CONSTRAINT lease_end_fits_an_id CHECK (lease_end BETWEEN lease_start AND 2803741823),
+    lease_start  bigint  NOT NULL CONSTRAINT lease_start_fits_an_id
+                 CHECK (lease_start OPERATOR(pg_catalog.>=) 1730000000 AND lease_start OPERATOR(pg_catalog.<=) 2803741823),
+    lease_end    bigint  NOT NULL CONSTRAINT lease_end_fits_an_id
+                 CHECK (lease_end OPERATOR(pg_catalog.>=) lease_start AND lease_end OPERATOR(pg_catalog.<=) 2803741823),
     used_through bigint  NOT NULL,
     renewed_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (first_node, lease_start),
-    CONSTRAINT used_through_within_lease CHECK (used_through BETWEEN lease_start - 1 AND lease_end),
+    CONSTRAINT used_through_within_lease
+        CHECK (used_through OPERATOR(pg_catalog.>=) (lease_start OPERATOR(pg_catalog.-) 1)
+               AND used_through OPERATOR(pg_catalog.<=) lease_end),
     -- No two leases share a node and a second, whichever servers wrote them and however
     -- concurrently: a losing writer gets 23P01 and tries another block or later seconds.
     CONSTRAINT node_leases_do_not_overlap EXCLUDE USING gist (

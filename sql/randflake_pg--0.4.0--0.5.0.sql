@@ -1,8 +1,8 @@
 -- randflake_pg 0.4.0 -> 0.5.0.
 --
 -- Run by ALTER EXTENSION randflake_pg UPDATE, and replayed at the end of every fresh install
--- script after the earlier upgrade scripts. Until 0.5.0 is released, this script may still grow;
--- once released, it never changes.
+-- script after the earlier upgrade scripts. A released script changes only in how it names what
+-- it uses, never in what it makes (0.6.0 named pg_catalog's functions and operators).
 
 \echo Use "ALTER EXTENSION randflake_pg UPDATE" to load this file. \quit
 
@@ -151,10 +151,14 @@ COMMENT ON CAST (@extschema@.randflake_id AS bigint) IS
 -- family, so that an index on a randflake_id column serves `id = 4594531474933654033` too. Each
 -- family also holds bigint's own operators: the planner sorts and hashes each side of a join by
 -- its own type within one family, so a family over two types must compare each with itself.
+-- Every function and operator the block calls is pg_catalog's by name: a script runs with
+-- @extschema@ on search_path, where a database owner could have put a better match (such as a
+-- format(text, text, text, text, text) ahead of format(text, VARIADIC "any")).
 DO $$
 DECLARE
     pair record;
     op record;
+    function_name text;
 BEGIN
     FOR pair IN
         SELECT * FROM (VALUES ('@extschema@.randflake_id', '@extschema@.randflake_id', 'randflake_id', 'randflake_id', 'randflake_id'),
@@ -163,37 +167,38 @@ BEGIN
                AS p(l, r, stem, l_word, r_word)
     LOOP
         FOR op IN
-            SELECT * FROM (VALUES ('=', 'eq', 'int8eq', '=', '<>', 'eqsel', 'eqjoinsel', 'equal to'),
-                                  ('<>', 'ne', 'int8ne', '<>', '=', 'neqsel', 'neqjoinsel', 'not equal to'),
-                                  ('<', 'lt', 'int8lt', '>', '>=', 'scalarltsel', 'scalarltjoinsel', 'less than'),
-                                  ('<=', 'le', 'int8le', '>=', '>', 'scalarlesel', 'scalarlejoinsel', 'less than or equal to'),
-                                  ('>', 'gt', 'int8gt', '<', '<=', 'scalargtsel', 'scalargtjoinsel', 'greater than'),
-                                  ('>=', 'ge', 'int8ge', '<=', '<', 'scalargesel', 'scalargejoinsel', 'greater than or equal to'))
-                   AS o(symbol, suffix, internal_name, commutator, negator, restrict_estimator, join_estimator, words)
+            SELECT * FROM (VALUES ('=', 'eq', 'int8eq', '=', '<>', 'eqsel', 'eqjoinsel', ', HASHES, MERGES', 'Equal to'),
+                                  ('<>', 'ne', 'int8ne', '<>', '=', 'neqsel', 'neqjoinsel', '', 'Not equal to'),
+                                  ('<', 'lt', 'int8lt', '>', '>=', 'scalarltsel', 'scalarltjoinsel', '', 'Less than'),
+                                  ('<=', 'le', 'int8le', '>=', '>', 'scalarlesel', 'scalarlejoinsel', '', 'Less than or equal to'),
+                                  ('>', 'gt', 'int8gt', '<', '<=', 'scalargtsel', 'scalargtjoinsel', '', 'Greater than'),
+                                  ('>=', 'ge', 'int8ge', '<=', '<', 'scalargesel', 'scalargejoinsel', '', 'Greater than or equal to'))
+                   AS o(symbol, suffix, internal_name, commutator, negator, restrict_estimator, join_estimator, options, words)
         LOOP
-            EXECUTE format('CREATE FUNCTION @extschema@.%I(%s, %s) RETURNS boolean '
-                           'IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS %L',
-                           pair.stem || '_' || op.suffix, pair.l, pair.r, op.internal_name);
-            EXECUTE format('COMMENT ON FUNCTION @extschema@.%I(%s, %s) IS %L',
-                           pair.stem || '_' || op.suffix, pair.l, pair.r,
-                           format('Whether a %s is %s a %s, as bigints compare: the function of operator %s.',
-                                  pair.l_word, op.words, pair.r_word, op.symbol));
-            EXECUTE format('CREATE OPERATOR @extschema@.%s (LEFTARG = %s, RIGHTARG = %s, '
-                           'FUNCTION = @extschema@.%I, COMMUTATOR = OPERATOR(@extschema@.%s), '
-                           'NEGATOR = OPERATOR(@extschema@.%s), RESTRICT = %s, JOIN = %s%s)',
-                           op.symbol, pair.l, pair.r, pair.stem || '_' || op.suffix, op.commutator, op.negator,
-                           op.restrict_estimator, op.join_estimator,
-                           CASE WHEN op.symbol = '=' THEN ', HASHES, MERGES' ELSE '' END);
-            EXECUTE format('COMMENT ON OPERATOR @extschema@.%s (%s, %s) IS %L',
-                           op.symbol, pair.l, pair.r, upper(left(op.words, 1)) || substr(op.words, 2) || ', as bigints compare.');
+            function_name := pg_catalog.format('%s_%s', pair.stem, op.suffix);
+            EXECUTE pg_catalog.format('CREATE FUNCTION @extschema@.%I(%s, %s) RETURNS boolean '
+                                      'IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS %L',
+                                      function_name, pair.l, pair.r, op.internal_name);
+            EXECUTE pg_catalog.format('COMMENT ON FUNCTION @extschema@.%I(%s, %s) IS %L',
+                                      function_name, pair.l, pair.r,
+                                      pg_catalog.format('Whether a %s is %s a %s, as bigints compare: the function of operator %s.',
+                                                        pair.l_word, pg_catalog.lower(op.words), pair.r_word, op.symbol));
+            EXECUTE pg_catalog.format('CREATE OPERATOR @extschema@.%s (LEFTARG = %s, RIGHTARG = %s, '
+                                      'FUNCTION = @extschema@.%I, COMMUTATOR = OPERATOR(@extschema@.%s), '
+                                      'NEGATOR = OPERATOR(@extschema@.%s), RESTRICT = pg_catalog.%I, JOIN = pg_catalog.%I%s)',
+                                      op.symbol, pair.l, pair.r, function_name, op.commutator, op.negator,
+                                      op.restrict_estimator, op.join_estimator, op.options);
+            EXECUTE pg_catalog.format('COMMENT ON OPERATOR @extschema@.%s (%s, %s) IS %L',
+                                      op.symbol, pair.l, pair.r, pg_catalog.format('%s, as bigints compare.', op.words));
         END LOOP;
-        EXECUTE format('CREATE FUNCTION @extschema@.%I(%s, %s) RETURNS integer '
-                       'IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS %L',
-                       pair.stem || '_cmp', pair.l, pair.r, 'btint8cmp');
-        EXECUTE format('COMMENT ON FUNCTION @extschema@.%I(%s, %s) IS %L',
-                       pair.stem || '_cmp', pair.l, pair.r,
-                       format('-1, 0 or 1 as a %s sorts before, with or after a %s: the btree support function.',
-                              pair.l_word, pair.r_word));
+        function_name := pg_catalog.format('%s_cmp', pair.stem);
+        EXECUTE pg_catalog.format('CREATE FUNCTION @extschema@.%I(%s, %s) RETURNS integer '
+                                  'IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS %L',
+                                  function_name, pair.l, pair.r, 'btint8cmp');
+        EXECUTE pg_catalog.format('COMMENT ON FUNCTION @extschema@.%I(%s, %s) IS %L',
+                                  function_name, pair.l, pair.r,
+                                  pg_catalog.format('-1, 0 or 1 as a %s sorts before, with or after a %s: the btree support function.',
+                                                    pair.l_word, pair.r_word));
     END LOOP;
 END
 $$;

@@ -3,6 +3,7 @@ same objects, comments and privileges as a fresh install, and its rows and IDs a
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import subprocess
@@ -22,16 +23,15 @@ CURRENT = subprocess.run([ROOT / "tools" / "version.sh"], check=True, capture_ou
 @pytest.fixture(scope="module", autouse=True)
 def release_scripts():
     """Puts the earlier releases' install scripts beside the installed extension, as a server
-    that ran those releases has them, so that CREATE EXTENSION ... VERSION can install them."""
-    installed = []
+    that ran those releases has them, so that CREATE EXTENSION ... VERSION can install them.
+    Each is renamed into place whole, and left there: test_script_hijack.py uses them too,
+    perhaps in another worker at the same time."""
     for release in RELEASES:
         script = ROOT / "tests" / "upgrade" / f"randflake_pg--{release}.sql"
         target = pathlib.Path(pg_config("--sharedir")) / "extension" / script.name
-        shutil.copyfile(script, target)
-        installed.append(target)
-    yield
-    for target in installed:
-        target.unlink()
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        shutil.copyfile(script, partial)
+        partial.replace(target)
 
 
 def ids_and_parts(conn) -> list[tuple]:
