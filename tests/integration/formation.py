@@ -146,7 +146,7 @@ class Formation:
 
     # --- processes -------------------------------------------------------------------------
 
-    def _env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         # pg_autoctl keeps its configuration and state under the XDG directories: inside the
         # formation, so that runs never share them and destroy() removes them.
         return dict(
@@ -167,7 +167,7 @@ class Formation:
 
     def autoctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """Runs a pg_autoctl command to completion as the server's user."""
-        result = subprocess.run([PG_AUTOCTL, *args], env=self._env(), cwd=self.root, capture_output=True,
+        result = subprocess.run([PG_AUTOCTL, *args], env=self.env(), cwd=self.root, capture_output=True,
                                 text=True, **self._as_owner())
         with open(self.root / "commands.log", "a") as log:
             log.write(f"$ pg_autoctl {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}\n")
@@ -180,7 +180,7 @@ class Formation:
         node rejoins the formation, as a standby if the other node was promoted meanwhile."""
         assert not node.running, f"{node.name} is already running"
         log = open(node.log, "a")
-        node.process = subprocess.Popen([PG_AUTOCTL, "run", "--pgdata", str(node.pgdata)], env=self._env(),
+        node.process = subprocess.Popen([PG_AUTOCTL, "run", "--pgdata", str(node.pgdata)], env=self.env(),
                                         cwd=self.root, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True, **self._as_owner())
         log.close()
@@ -231,7 +231,9 @@ class Formation:
             raise
         return self
 
-    def _create(self) -> None:
+    def prepare(self) -> None:
+        """The formation's directory, pg_autoctl's own under it, and the data nodes' secret file:
+        what comes before the first `pg_autoctl create`."""
         self.root.mkdir(parents=True)
         for sub in ("config", "share", "run"):
             (self.root / sub).mkdir(mode=0o700)
@@ -243,6 +245,8 @@ class Formation:
         os.chown(self.secret_file, *owner)
         os.chmod(self.secret_file, 0o600)
 
+    def _create(self) -> None:
+        self.prepare()
         pg_ctl = str(self.bindir / "pg_ctl")
         common = ["--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl", "--pgctl", pg_ctl]
         self.autoctl("create", "monitor", "--pgdata", str(self.monitor.pgdata), "--pgport", str(self.monitor.port),
