@@ -84,7 +84,8 @@ class Block:
         for placeholder in sorted(placeholders, key=len, reverse=True):
             text = text.replace(placeholder, placeholders[placeholder])
         left = [match.group() for pattern in PLACEHOLDER_PATTERNS for match in pattern.finditer(text)]
-        assert not left, f"{self}: placeholders {left} have no test value in {dict(placeholders)}; after substitution:\n{text}"
+        assert not left, (f"{self}: placeholders {left} have no test value in {dict(placeholders)}; "
+                          f"after substitution:\n{text}")
         return text
 
     def __str__(self) -> str:
@@ -108,7 +109,8 @@ def blocks(page: str) -> dict[str, Block]:
     for match in _MARKED_BLOCK.finditer(source):
         indent = match["indent"]
         lines = match["body"].splitlines()
-        assert all(line.startswith(indent) or not line.strip() for line in lines), f"{page}: {match['name']} is not indented as its fence"
+        assert all(line.startswith(indent) or not line.strip() for line in lines), \
+            f"{page}: {match['name']} is not indented as its fence"
         block = Block(page, match["name"], match["language"], "\n".join(line[len(indent):] for line in lines) + "\n",
                       _parse_options(match["options"]))
         assert block.name not in found, f"{page}: two blocks named {block.name}"

@@ -254,7 +254,7 @@ class Formation:
         # pg_autoctl starts the monitor's postmaster with `-h <listen_addresses>` (default `*`).
         self.autoctl("config", "set", "--pgdata", str(self.monitor.pgdata), "postgresql.listen_addresses", "127.0.0.1")
         monitor_lines = (f"{name} = '{value}'" for name, value in self.monitor_settings.items())
-        self._configure(self.monitor, *SMALL_SERVER, *monitor_lines)
+        self.configure(self.monitor, *SMALL_SERVER, *monitor_lines)
         self.start(self.monitor)
         self._wait(lambda: self._ping(self.monitor, user="autoctl_node", dbname="pg_auto_failover"), 60, "the monitor")
 
@@ -262,7 +262,7 @@ class Formation:
         self._create_node(first, common)
         # The standby's data directory is a base backup of the primary's, postgresql.conf with
         # its settings included, so the randflake_pg lines are written once, here.
-        self._configure(
+        self.configure(
             first,
             "shared_preload_libraries = 'pg_stat_statements, randflake_pg'",
             f"randflake.secret_file = '{self.secret_file}'",
@@ -286,7 +286,7 @@ class Formation:
         for name, value in self.keeper_settings.items():
             self.autoctl("config", "set", "--pgdata", str(node.pgdata), name, value)
 
-    def _configure(self, node: Node, *lines: str) -> None:
+    def configure(self, node: Node, *lines: str) -> None:
         # pg_autoctl includes its own file on the first line of postgresql.conf: lines appended
         # at the end win over it.
         with open(node.pgdata / "postgresql.conf", "a") as conf:

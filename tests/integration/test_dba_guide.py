@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
 from conftest import Cluster, needs_postgres_fdw, status, wait_for, write_server_file
 from dba_guide import append_config, block, run_shell, run_sql, start_daemon
 from formation import SMALL_SERVER, Formation, needs_pg_auto_failover
@@ -205,23 +203,22 @@ def test_a_fleet_with_a_pg_auto_failover_coordinator_set_up_as_the_page_says(mak
         run_shell(block(FLEETS, "ha-monitor-create"), {
             **autoctl, "/var/lib/postgresql/15/monitor": str(monitor.pgdata), "5432": str(monitor.port),
             "monitor.example": "127.0.0.1"}, **run)
-        with open(monitor.pgdata / "postgresql.conf", "a") as conf:
-            conf.write("".join(line + "\n" for line in SMALL_SERVER))
+        formation.configure(monitor, *SMALL_SERVER)
         monitor.process = start_daemon(block(FLEETS, "ha-monitor-run"),
                                        {"/var/lib/postgresql/15/monitor": str(monitor.pgdata)}, monitor.log, **run)
         wait_for(lambda: Formation._ping(monitor, user="autoctl_node", dbname="pg_auto_failover"), 60, "the monitor")
 
         def node_placeholders(node) -> dict[str, str]:
-            return {**autoctl, "/var/lib/postgresql/15/coord": str(node.pgdata), "--pgport 5432": f"--pgport {node.port}",
+            return {**autoctl, "/var/lib/postgresql/15/coord": str(node.pgdata),
+                    "--pgport 5432": f"--pgport {node.port}", "-p 5432": f"-p {node.port}",
                     "monitor.example:5432": f"127.0.0.1:{monitor.port}", "coord1.example": "127.0.0.1",
-                    "-p 5432": f"-p {node.port}", "--name coord1": f"--name {node.name}",
+                    "--name coord1": f"--name {node.name}",
                     "/etc/postgresql/15/randflake.key": str(formation.secret_file)}
 
         # 2. The first data node: created, randflake_pg's lines, run, the extension and the role.
         run_shell(block(FLEETS, "ha-node-create"), node_placeholders(first), **run)
         append_config(block(FLEETS, "ha-node-config"), node_placeholders(first), first.pgdata / "postgresql.conf")
-        with open(first.pgdata / "postgresql.conf", "a") as conf:
-            conf.write("".join(line + "\n" for line in SMALL_SERVER))
+        formation.configure(first, *SMALL_SERVER)
         # 4. (before the standby copies pg_hba.conf) the members' role let in.
         let_members_in(first.pgdata / "pg_hba.conf")
         first.process = start_daemon(block(FLEETS, "ha-node-run"), node_placeholders(first), first.log, **run)
@@ -264,10 +261,12 @@ def test_an_application_pool_set_up_as_the_page_says_leases_a_node(make_cluster)
     run_sql(block(APP_LEASES, "app-acquire"), placeholders, **psql_on(server))
     with server.connect() as conn:
         pool_first, pool_last = conn.execute(
-            "SELECT current_setting('randflake.app_node_id_min')::int, current_setting('randflake.app_node_id_max')::int"
+            "SELECT current_setting('randflake.app_node_id_min')::int,"
+            "       current_setting('randflake.app_node_id_max')::int"
         ).fetchone()
         leases = conn.execute(
-            "SELECT first_node, last_node FROM randflake.node_leases WHERE holder = 'app/orders_api/orders-api@host7:4121'"
+            "SELECT first_node, last_node FROM randflake.node_leases"
+            " WHERE holder = 'app/orders_api/orders-api@host7:4121'"
         ).fetchall()
     assert len(leases) == 1, leases
     first_node, last_node = leases[0]
