@@ -258,6 +258,7 @@ SERIAL_SECONDS = {
     "test_concurrency.py": 11, "test_migration.py": 9, "test_examples.py": 8, "test_lifecycle.py": 5,
     "test_clients.py": 5, "test_bad_input.py": 4, "test_interop.py": 4, "test_sql_reference.py": 1,
     "test_multimaster.py": 1, "test_pg_upgrade.py": 1,
+    "test_dba_guide.py": 60,
 }
 
 

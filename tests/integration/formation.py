@@ -146,7 +146,7 @@ class Formation:
 
     # --- processes -------------------------------------------------------------------------
 
-    def _env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         # pg_autoctl keeps its configuration and state under the XDG directories: inside the
         # formation, so that runs never share them and destroy() removes them.
         return dict(
@@ -167,7 +167,7 @@ class Formation:
 
     def autoctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """Runs a pg_autoctl command to completion as the server's user."""
-        result = subprocess.run([PG_AUTOCTL, *args], env=self._env(), cwd=self.root, capture_output=True,
+        result = subprocess.run([PG_AUTOCTL, *args], env=self.env(), cwd=self.root, capture_output=True,
                                 text=True, **self._as_owner())
         with open(self.root / "commands.log", "a") as log:
             log.write(f"$ pg_autoctl {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}\n")
@@ -180,7 +180,7 @@ class Formation:
         node rejoins the formation, as a standby if the other node was promoted meanwhile."""
         assert not node.running, f"{node.name} is already running"
         log = open(node.log, "a")
-        node.process = subprocess.Popen([PG_AUTOCTL, "run", "--pgdata", str(node.pgdata)], env=self._env(),
+        node.process = subprocess.Popen([PG_AUTOCTL, "run", "--pgdata", str(node.pgdata)], env=self.env(),
                                         cwd=self.root, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True, **self._as_owner())
         log.close()
@@ -231,7 +231,9 @@ class Formation:
             raise
         return self
 
-    def _create(self) -> None:
+    def prepare(self) -> None:
+        """The formation's directory, pg_autoctl's own under it, and the data nodes' secret file:
+        what comes before the first `pg_autoctl create`."""
         self.root.mkdir(parents=True)
         for sub in ("config", "share", "run"):
             (self.root / sub).mkdir(mode=0o700)
@@ -243,6 +245,8 @@ class Formation:
         os.chown(self.secret_file, *owner)
         os.chmod(self.secret_file, 0o600)
 
+    def _create(self) -> None:
+        self.prepare()
         pg_ctl = str(self.bindir / "pg_ctl")
         common = ["--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl", "--pgctl", pg_ctl]
         self.autoctl("create", "monitor", "--pgdata", str(self.monitor.pgdata), "--pgport", str(self.monitor.port),
@@ -250,7 +254,7 @@ class Formation:
         # pg_autoctl starts the monitor's postmaster with `-h <listen_addresses>` (default `*`).
         self.autoctl("config", "set", "--pgdata", str(self.monitor.pgdata), "postgresql.listen_addresses", "127.0.0.1")
         monitor_lines = (f"{name} = '{value}'" for name, value in self.monitor_settings.items())
-        self._configure(self.monitor, *SMALL_SERVER, *monitor_lines)
+        self.configure(self.monitor, *SMALL_SERVER, *monitor_lines)
         self.start(self.monitor)
         self._wait(lambda: self._ping(self.monitor, user="autoctl_node", dbname="pg_auto_failover"), 60, "the monitor")
 
@@ -258,7 +262,7 @@ class Formation:
         self._create_node(first, common)
         # The standby's data directory is a base backup of the primary's, postgresql.conf with
         # its settings included, so the randflake_pg lines are written once, here.
-        self._configure(
+        self.configure(
             first,
             "shared_preload_libraries = 'pg_stat_statements, randflake_pg'",
             f"randflake.secret_file = '{self.secret_file}'",
@@ -282,7 +286,7 @@ class Formation:
         for name, value in self.keeper_settings.items():
             self.autoctl("config", "set", "--pgdata", str(node.pgdata), name, value)
 
-    def _configure(self, node: Node, *lines: str) -> None:
+    def configure(self, node: Node, *lines: str) -> None:
         # pg_autoctl includes its own file on the first line of postgresql.conf: lines appended
         # at the end win over it.
         with open(node.pgdata / "postgresql.conf", "a") as conf:
