@@ -296,3 +296,56 @@ def test_a_secret_written_into_postgresql_conf_is_not_logged(make_cluster):
     log = cluster.log()
     assert 'parameter "randflake.secret" changed (value hidden by randflake_pg)' in log
     assert_no_piece(log, "the server log", (TYPED,))
+
+
+# Parsed with standard_conforming_strings on, then logged (duration) after the SET turned it off:
+# read again under off, `'\'` never ends.
+SETTINGS_CHANGED_MID_QUERY = "SET standard_conforming_strings = off; INSERT INTO t SELECT current_user; SET application_name = '\\';"
+
+
+def settings_changed_in_one_query(app: psycopg.Connection) -> None:
+    app.execute(SETTINGS_CHANGED_MID_QUERY)
+    assert app.execute("SELECT count(*) FROM t WHERE who = 'app'").fetchone() == (1,)
+    assert app.execute("SHOW application_name").fetchone() == ("\\",)
+
+
+def prepared_before_settings_changed(app: psycopg.Connection) -> None:
+    prepared = "INSERT INTO t SELECT 'prepared' WHERE '\\' <> ''"
+    app.execute(prepared, prepare=True)
+    app.execute("SET standard_conforming_strings = off")
+    app.execute(prepared, prepare=True)
+    assert app.execute("SELECT count(*) FROM t WHERE who = 'prepared'").fetchone() == (2,)
+
+
+def escape_warned_about(app: psycopg.Connection) -> None:
+    warnings: list[str] = []
+    app.add_notice_handler(lambda notice: warnings.append(notice.message_primary))
+    app.execute("SET standard_conforming_strings = off")
+    app.execute("SET escape_string_warning = on")
+    app.execute("INSERT INTO t SELECT 'escaped\\n'")
+    assert warnings == ["nonstandard use of escape in a string literal"], warnings
+    assert app.execute("SELECT count(*) FROM t WHERE who LIKE 'escaped%'").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("logging", ["log_min_duration_statement = 0", "log_statement = 'all'"])
+@pytest.mark.parametrize("route", [settings_changed_in_one_query, prepared_before_settings_changed, escape_warned_about])
+def test_the_log_filter_never_raises_whatever_settings_changed_since_the_parse(make_cluster, logging, route):
+    """An emit_log_hook that raises turns a committed statement into an error for the client (who
+    retries it and writes twice). By an ordinary role: a statement that changes how its own text
+    parses, in one simple-protocol query; a prepared statement executed after the setting
+    changed; a backslash that PostgreSQL warns about once (escape_string_warning). Each reaches
+    the client as PostgreSQL made it, its row committed once, and the log says so once, with the
+    statement as it was."""
+    cluster = make_cluster(logging)
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE ROLE app LOGIN")
+        conn.execute("CREATE TABLE t (who text)")
+        conn.execute("GRANT ALL ON t TO app")
+    with cluster.connect(user="app") as app:
+        route(app)
+    log = cluster.log()
+    assert "unterminated quoted string" not in log and "syntax error" not in log
+    assert log.count("nonstandard use of escape in a string literal") == (route is escape_warned_about)
+    assert "INSERT INTO t SELECT" in log, "a statement that carries no secret is logged as it was"
