@@ -406,6 +406,15 @@ declare_errors! {
         hint: "Try again: another node will be chosen.",
         examples: [{ node: 201 }],
     }
+    /// The server starts, but without a usable secret it cannot issue an ID.
+    CannotIssue { cause: String } {
+        sqlstate: ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        level: PgLogLevel::WARNING,
+        when: "server start-up (a WARNING in the log), with no secret or two",
+        message: format!("randflake_pg cannot issue IDs on this server: {cause}"),
+        hint: "Every randflake_next() fails until then, and randflake_status() reports the state \"cannot issue\". Give the server exactly one secret (randflake.secret_file), then reload.",
+        examples: [{ cause: "randflake_pg has no secret configured".into() }],
+    }
 }
 
 impl Error {
@@ -415,6 +424,11 @@ impl Error {
         let level = self.level();
         ErrorReport::new(self.code(), self.message(), "randflake_pg").set_hint(self.hint()).report(level);
         unreachable!("ERROR and FATAL do not return")
+    }
+
+    /// Reports a condition that stops nothing, at its level (a WARNING).
+    pub fn warn(self) {
+        ErrorReport::new(self.code(), self.message(), "randflake_pg").set_hint(self.hint()).report(self.level());
     }
 
     /// The SQLSTATE, message and hint, for reporting through another channel (a setting's
