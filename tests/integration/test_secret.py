@@ -103,6 +103,9 @@ def test_no_route_reveals_the_secret_to_an_ordinary_role(make_cluster):
         # missing_ok does not turn the refusal into a NULL (or a length) either.
         quiet = text_of(conn, "SELECT current_setting('randflake.secret', true)").splitlines()[-1]
         assert quiet.startswith("42501 ") and 'to examine "randflake.secret"' in quiet, quiet
+        # pg_settings and SHOW ALL leave the row out for such a role.
+        assert conn.execute("SELECT count(*) FROM pg_settings WHERE name = 'randflake.secret'").fetchone() == (0,)
+        assert "randflake.secret" not in [row[0] for row in conn.execute("SHOW ALL").fetchall()]
 
     dump = subprocess.run(
         ["pg_dump", "-h", str(cluster.dir), "-p", str(cluster.port), "-U", "postgres", "postgres"],
@@ -192,6 +195,12 @@ SQL_ROUTES = [
         True,
     ),
     (f"SELECT set_key('{SECRET}')", True),
+    # The configured secret under a computed name: refused when it runs, and out of every view
+    # and log line by value, whatever the spelling.
+    (f"SELECT set_config('randflake.s' || 'ecret', '{SECRET}', false)", True),
+    (f"DO $$BEGIN PERFORM set_config('randflake.s' || 'ecret', '{SECRET}', false); END$$", True),
+    (f"PREPARE configured(text, text) AS SELECT set_config($1, $2, false); EXECUTE configured('randflake.secret', '{SECRET}')", True),
+    (f"SELECT set_config(format('%s.%s', 'randflake', 'secret'), '{SECRET}', false)", True),
 ]
 
 
@@ -249,6 +258,9 @@ def test_a_secret_typed_into_sql_reaches_no_view_and_no_log_line(make_cluster, p
     # lists in a DETAIL line before the statement runs.
     with cluster.connect() as superuser, pytest.raises(psycopg.Error) as refused:
         superuser.execute("SELECT set_config(%s, %s, false)", ("randflake.secret", TYPED))
+    assert "the session ends" in str(refused.value)
+    with cluster.connect() as superuser, pytest.raises(psycopg.Error) as refused:
+        superuser.execute("SELECT set_config(%s || %s, %s, false)", ("randflake.s", "ecret", SECRET))
     assert "the session ends" in str(refused.value)
     # A session left idle right after its refused statement shows only the hidden text.
     idle = cluster.connect()
@@ -349,3 +361,14 @@ def test_the_log_filter_never_raises_whatever_settings_changed_since_the_parse(m
     assert "unterminated quoted string" not in log and "syntax error" not in log
     assert log.count("nonstandard use of escape in a string literal") == (route is escape_warned_about)
     assert "INSERT INTO t SELECT" in log, "a statement that carries no secret is logged as it was"
+
+
+def test_a_syntax_error_on_the_secrets_line_at_start_up_is_logged_in_clear(make_cluster):
+    """What the-secret.md states: at start-up postgresql.conf is read before any library is
+    loaded, so no filter stands between the configuration parser's syntax error and the log. An
+    unquoted value that is a run of digits and letters followed by more digits is two tokens,
+    and the second is quoted: up to 30 of the 32 digits. The server then does not start."""
+    secret = "1a" + "".join(str(digit % 10) for digit in range(7, 37))
+    cluster = make_cluster("randflake.secret_file = ''", f"randflake.secret = {secret}")
+    assert cluster.start(check=False).returncode != 0
+    assert f'near token "{secret[2:]}"' in cluster.log() and len(secret[2:]) == 30
