@@ -524,7 +524,9 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut files = vec![root.join("README.md"), root.join("src/errors.rs"), root.join("randflake/README.md")];
         for dir in ["docs", "randflake/src"] {
-            files.extend(std::fs::read_dir(root.join(dir)).expect("the directory exists").map(|entry| entry.unwrap().path()));
+            files.extend(
+                std::fs::read_dir(root.join(dir)).expect("the directory exists").map(|entry| entry.unwrap().path()),
+            );
         }
         let year = &date[..5];
         let mut named = 0;
@@ -533,7 +535,9 @@ mod tests {
             for (at, _) in text.match_indices(year) {
                 let rest = &text[at..];
                 assert!(rest.starts_with(&date), "{}: {}", file.display(), &rest[..20.min(rest.len())]);
-                let clock = rest[date.len()..].strip_prefix([' ', 'T']).filter(|clock| clock.starts_with(|c: char| c.is_ascii_digit()));
+                let clock = rest[date.len()..]
+                    .strip_prefix([' ', 'T'])
+                    .filter(|clock| clock.starts_with(|c: char| c.is_ascii_digit()));
                 if let Some(clock) = clock {
                     assert!(clock.starts_with(&time), "{}: {}", file.display(), &rest[..20]);
                 }

@@ -161,7 +161,9 @@ mod tests {
         assert_eq!(check_holder("worker-7@host"), Ok(()));
         assert_eq!(check_holder(""), Err(AppLeaseError::BadHolder));
         assert_eq!(check_holder(&"x".repeat(HOLDER_MAX_BYTES + 1)), Err(AppLeaseError::BadHolder));
-        for invisible in ["a\nb", "a\u{7f}", "admin\u{202e}nimda", "a\u{2028}b", "a\u{2029}", "a\u{200b}b", "\u{feff}a", "a\u{ad}"] {
+        for invisible in
+            ["a\nb", "a\u{7f}", "admin\u{202e}nimda", "a\u{2028}b", "a\u{2029}", "a\u{200b}b", "\u{feff}a", "a\u{ad}"]
+        {
             assert_eq!(check_holder(invisible), Err(AppLeaseError::BadHolder), "{invisible:?}");
         }
         assert_eq!(check_holder("wörker 7 \u{1f600}"), Ok(()));

@@ -39,8 +39,12 @@ pub(super) unsafe fn facts_of(node: *mut pg_sys::Node) -> StatementFacts {
             Some(NodeTag::T_AlterDatabaseSetStmt) => {
                 facts.settings_given_values.extend(value_given((*node.cast::<pg_sys::AlterDatabaseSetStmt>()).setstmt))
             }
-            Some(NodeTag::T_CreateFunctionStmt) => set_clauses(&mut facts, (*node.cast::<pg_sys::CreateFunctionStmt>()).options),
-            Some(NodeTag::T_AlterFunctionStmt) => set_clauses(&mut facts, (*node.cast::<pg_sys::AlterFunctionStmt>()).actions),
+            Some(NodeTag::T_CreateFunctionStmt) => {
+                set_clauses(&mut facts, (*node.cast::<pg_sys::CreateFunctionStmt>()).options)
+            }
+            Some(NodeTag::T_AlterFunctionStmt) => {
+                set_clauses(&mut facts, (*node.cast::<pg_sys::AlterFunctionStmt>()).actions)
+            }
             _ => {}
         }
     }

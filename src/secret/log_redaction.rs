@@ -106,7 +106,8 @@ fn decode_backslash_escapes(text: &[u8]) -> Vec<u8> {
         let after = &text[at + 2..];
         let (value, length) = match escaped {
             b'x' => digits(after, 16, 2).map_or((u32::from(escaped), 1), |(value, count)| (value, 1 + count)),
-            b'u' | b'U' => digits(after, 16, if escaped == b'u' { 4 } else { 8 }).map_or((u32::from(escaped), 1), |(value, count)| (value, 1 + count)),
+            b'u' | b'U' => digits(after, 16, if escaped == b'u' { 4 } else { 8 })
+                .map_or((u32::from(escaped), 1), |(value, count)| (value, 1 + count)),
             b'0'..=b'7' => digits(&text[at + 1..], 8, 3).unwrap_or_default(),
             _ => (u32::from(escaped), 1),
         };
@@ -123,7 +124,9 @@ fn decode_unicode_escapes(text: &[u8]) -> Vec<u8> {
     let mut at = 0;
     while at < text.len() {
         let escape = match &text[at..] {
-            [b'\\', b'+', after @ ..] => digits(after, 16, 6).filter(|(_, count)| *count == 6).map(|(value, _)| (value, 8)),
+            [b'\\', b'+', after @ ..] => {
+                digits(after, 16, 6).filter(|(_, count)| *count == 6).map(|(value, _)| (value, 8))
+            }
             [b'\\', after @ ..] => digits(after, 16, 4).filter(|(_, count)| *count == 4).map(|(value, _)| (value, 5)),
             _ => None,
         };
@@ -164,7 +167,9 @@ fn calls_set_config_with_computed_name(text: &[u8]) -> bool {
         let Some(literal) = argument.strip_prefix(b"'") else { return true };
         let Some(end) = literal.iter().position(|byte| *byte == b'\'') else { return true };
         let (name, after) = (&literal[..end], literal[end + 1..].trim_ascii_start());
-        name.contains(&b'\\') || !after.starts_with(b",") || sql_routes::names_the_secret(&String::from_utf8_lossy(name))
+        name.contains(&b'\\')
+            || !after.starts_with(b",")
+            || sql_routes::names_the_secret(&String::from_utf8_lossy(name))
     })
 }
 
@@ -342,7 +347,8 @@ mod tests {
             assert!(spelling_may_carry_secret(carrying), "{}", String::from_utf8_lossy(carrying));
         }
         for plain in [
-            &b"SET standard_conforming_strings = off; INSERT INTO t SELECT current_user; SET application_name = '\\';"[..],
+            &b"SET standard_conforming_strings = off; INSERT INTO t SELECT current_user; SET application_name = '\\';"
+                [..],
             b"SELECT pg_catalog.set_config('search_path', '', false);",
             b"select 'a\\nb', E'\\x41'",
             b"show randflake.secret_file",
