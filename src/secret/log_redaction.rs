@@ -33,8 +33,8 @@ use crate::pg::statement;
 use crate::secret;
 
 const VALUE_HIDDEN: &[u8] = b"(value hidden by randflake_pg)";
-const STATEMENT_HIDDEN: &[u8] = b"<statement hidden by randflake_pg: it gave randflake.secret a value>";
-const SQL_HIDDEN: &[u8] = b"(hidden by randflake_pg: it quotes a statement that gave randflake.secret a value)";
+const STATEMENT_HIDDEN: &[u8] = b"<statement hidden by randflake_pg: it may give randflake.secret a value>";
+const SQL_HIDDEN: &[u8] = b"(hidden by randflake_pg: it quotes a statement that may give randflake.secret a value)";
 
 /// PostgreSQL's untranslated formats of the two configuration-file messages that quote values.
 const RELOAD_CHANGE: &[u8] = b"parameter \"%s\" changed to \"%s\"";
