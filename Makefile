@@ -147,6 +147,7 @@ test-all:
 # The fast loop: what needs neither a build of the extension for a server nor a server.
 check:
 	@tools/module-deps.py >/dev/null
+	@tools/unicode-invisible.py --check randflake/src/invisible.rs
 	cargo fmt --all --check
 	$(MAKE) --no-print-directory unit glue-unit
 
@@ -166,6 +167,7 @@ glue-unit:
 # and the extension's modules depending on each other one way only.
 lint:
 	@tools/module-deps.py >/dev/null
+	@tools/unicode-invisible.py --check randflake/src/invisible.rs
 	cargo fmt --all --check
 	cargo fmt --manifest-path randflake/fuzz/Cargo.toml --check
 	cargo clippy -p randflake --all-targets --features serde -- -D warnings

@@ -303,9 +303,9 @@ declare_errors! {
     /// The clock is past the last second an ID can carry (2058-11-05).
     ClockPastLastSecond { now: u64 } {
         sqlstate: ERRCODE_DATETIME_FIELD_OVERFLOW,
-        when: "the clock after 2058-11-05 23:23:43 UTC",
+        when: "the clock after 2058-11-05 17:10:23 UTC",
         message: format!("the system clock reads {now}, past {MAX_SECOND}, the last second a Randflake ID can carry"),
-        hint: "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 23:23:43 UTC.",
+        hint: "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 17:10:23 UTC.",
         examples: [{ now: MAX_SECOND + 1 }],
     }
     /// Every node of the configured range is held by another running process.
@@ -361,9 +361,9 @@ declare_errors! {
     /// An application lease argument out of range; why.
     AppLeaseArgument { reason: String } {
         sqlstate: ERRCODE_INVALID_PARAMETER_VALUE,
-        when: "seconds ≤ 0 or past 2058-11-05, a node outside the pool, a holder that is empty, over 200 bytes or holds control characters",
+        when: "seconds ≤ 0 or past 2058-11-05, a node outside the pool, a holder that is empty, over 200 bytes or holds control, format or line-breaking characters",
         message: format!("invalid application lease: {reason}"),
-        hint: "A holder is 1 to 200 bytes of text without control characters; seconds run from 1 to the last second an ID can carry (2058-11-05); the node is one of the application pool's.",
+        hint: "A holder is 1 to 200 bytes of text without control, format or line-breaking characters (Unicode Cc, Cf, Zl, Zp); seconds run from 1 to the last second an ID can carry (2058-11-05); the node is one of the application pool's.",
         examples: [{ reason: "a lease must last at least 1 second, not 0".into() }],
     }
     /// Every node of the application pool is leased.
@@ -406,6 +406,15 @@ declare_errors! {
         hint: "Try again: another node will be chosen.",
         examples: [{ node: 201 }],
     }
+    /// The server starts, but without a usable secret it cannot issue an ID.
+    CannotIssue { cause: String } {
+        sqlstate: ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        level: PgLogLevel::WARNING,
+        when: "server start-up (a WARNING in the log), with no secret or two",
+        message: format!("randflake_pg cannot issue IDs on this server: {cause}"),
+        hint: "Every randflake_next() fails until then, and randflake_status() reports the state \"cannot issue\". Give the server exactly one secret (randflake.secret_file), then reload.",
+        examples: [{ cause: "randflake_pg has no secret configured".into() }],
+    }
 }
 
 impl Error {
@@ -415,6 +424,11 @@ impl Error {
         let level = self.level();
         ErrorReport::new(self.code(), self.message(), "randflake_pg").set_hint(self.hint()).report(level);
         unreachable!("ERROR and FATAL do not return")
+    }
+
+    /// Reports a condition that stops nothing, at its level (a WARNING).
+    pub fn warn(self) {
+        ErrorReport::new(self.code(), self.message(), "randflake_pg").set_hint(self.hint()).report(self.level());
     }
 
     /// The SQLSTATE, message and hint, for reporting through another channel (a setting's
@@ -499,6 +513,52 @@ mod tests {
         } else {
             assert_eq!(committed, rendered, "docs/errors.md is stale: run `make docs`");
         }
+    }
+
+    /// Every page and declaration that names the last second an ID can carry as a UTC date (and
+    /// time) names the one `MAX_SECOND` is, computed here from the number.
+    #[test]
+    fn the_last_second_is_named_as_the_date_it_is() {
+        let (date, time) = utc(MAX_SECOND);
+        assert_eq!((date.as_str(), time.as_str()), ("2058-11-05", "17:10:23"));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("README.md"), root.join("src/errors.rs"), root.join("randflake/README.md")];
+        for dir in ["docs", "randflake/src"] {
+            files.extend(
+                std::fs::read_dir(root.join(dir)).expect("the directory exists").map(|entry| entry.unwrap().path()),
+            );
+        }
+        let year = &date[..5];
+        let mut named = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("readable");
+            for (at, _) in text.match_indices(year) {
+                let rest = &text[at..];
+                assert!(rest.starts_with(&date), "{}: {}", file.display(), &rest[..20.min(rest.len())]);
+                let clock = rest[date.len()..]
+                    .strip_prefix([' ', 'T'])
+                    .filter(|clock| clock.starts_with(|c: char| c.is_ascii_digit()));
+                if let Some(clock) = clock {
+                    assert!(clock.starts_with(&time), "{}: {}", file.display(), &rest[..20]);
+                }
+                named += 1;
+            }
+        }
+        assert!(named > 5, "the date is named in the docs and the HINT");
+    }
+
+    /// A Unix second as its UTC date and time of day (Howard Hinnant's days-to-civil algorithm).
+    fn utc(second: u64) -> (String, String) {
+        let (days, of_day) = ((second / 86_400) as i64 + 719_468, second % 86_400);
+        let (era, day_of_era) = (days.div_euclid(146_097), days.rem_euclid(146_097));
+        let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+        let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+        let shifted_month = (5 * day_of_year + 2) / 153;
+        let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+        let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
+        let year = year_of_era + era * 400 + i64::from(month <= 2);
+        let time = format!("{:02}:{:02}:{:02}", of_day / 3600, of_day / 60 % 60, of_day % 60);
+        (format!("{year:04}-{month:02}-{day:02}"), time)
     }
 
     #[test]

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 use crate::errors::Error;
+use crate::keeper::settings::NodeSource;
 use crate::pg::guc;
 use crate::{app_leases, generation, keeper, secret};
 
@@ -25,6 +26,12 @@ pub fn define() {
     // the default, widest node range, overlapping every other server.
     guc::reserve_prefix(c"randflake");
     startup_check().unwrap_or_else(|error| error.raise());
+    // Without a usable secret the server still starts (a reload can give it one), but says so.
+    if keeper::settings::node_source() != NodeSource::Off {
+        if let Some(cause) = secret::cannot_issue_because() {
+            Error::CannotIssue { cause }.warn();
+        }
+    }
 }
 
 fn startup_check() -> Result<(), Error> {

@@ -6,6 +6,7 @@ use randflake::Lease;
 use crate::keeper::settings::{self, NodeSource};
 use crate::keeper_state::KeeperState;
 use crate::pg::{backend, clock};
+use crate::secret;
 use crate::shmem::{counters, keeper_report, lease_board};
 
 pub struct Status {
@@ -27,19 +28,21 @@ pub fn current() -> Status {
     let standby = backend::in_recovery();
     // With a lease published, what the keeper is doing matters only when it is not holding it.
     let keeper_trouble = (keeper.state != KeeperState::Holding).then(|| keeper.describe());
-    let state = match (source, lease) {
-        (NodeSource::Off, _) => "off".to_owned(),
+    // A lease is of no use without a secret to encrypt with: every call would fail.
+    let state = match (source, lease, secret::cannot_issue_because()) {
+        (NodeSource::Off, _, _) => "off".to_owned(),
         _ if standby => "standby".to_owned(),
-        (_, Some(lease)) if now < lease.start => "waiting for the clock to reach the lease".to_owned(),
-        (_, Some(lease)) if now > lease.issuable_through() => match keeper_trouble {
+        (_, _, Some(cause)) => format!("cannot issue: {cause}"),
+        (_, Some(lease), _) if now < lease.start => "waiting for the clock to reach the lease".to_owned(),
+        (_, Some(lease), _) if now > lease.issuable_through() => match keeper_trouble {
             Some(trouble) => format!("lease lapsed: keeper {trouble}"),
             None => "lease lapsed".to_owned(),
         },
-        (_, Some(_)) => match keeper_trouble {
+        (_, Some(_), _) => match keeper_trouble {
             Some(trouble) => format!("renewal failing: keeper {trouble}"),
             None => "active".to_owned(),
         },
-        (_, None) => keeper.describe(),
+        (_, None, _) => keeper.describe(),
     };
     let (node_switches, clock_refusals, lease_refusals) = counters::read();
     Status {

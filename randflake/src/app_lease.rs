@@ -10,6 +10,7 @@
 
 use core::fmt;
 
+use crate::invisible::is_invisible;
 use crate::layout::{EPOCH_SECOND, MAX_SECOND};
 
 /// How far ahead of the database server's clock an application's clock may run. An application
@@ -39,7 +40,8 @@ pub enum AppLeaseError {
         /// The clock reading.
         now: u64,
     },
-    /// The holder name is empty, too long, or holds control characters.
+    /// The holder name is empty, too long, or holds a control, format, line separator or
+    /// paragraph separator character.
     BadHolder,
 }
 
@@ -52,7 +54,7 @@ impl fmt::Display for AppLeaseError {
             }
             Self::ClockOutOfRange { now } => write!(f, "the clock reads {now}, outside the seconds an ID can carry"),
             Self::BadHolder => {
-                write!(f, "a holder is 1 to {HOLDER_MAX_BYTES} bytes of text without control characters")
+                write!(f, "a holder is 1 to {HOLDER_MAX_BYTES} bytes of text without control, format or line-breaking characters")
             }
         }
     }
@@ -78,10 +80,13 @@ impl AppWindow {
     }
 }
 
-/// Checks a holder name: 1 to [`HOLDER_MAX_BYTES`] bytes, no control characters. It is stored
-/// and shown to DBAs; anything else about it is the application's business.
+/// Checks a holder name: 1 to [`HOLDER_MAX_BYTES`] bytes, and no character that is invisible or
+/// breaks a line (Unicode's control, format, line and paragraph separator characters, such as
+/// a newline, U+202E RIGHT-TO-LEFT OVERRIDE or U+2028 LINE SEPARATOR), which would let a name
+/// read as another, or forge a line, where DBAs read it. Anything else about it is the
+/// application's business.
 pub fn check_holder(holder: &str) -> Result<(), AppLeaseError> {
-    let ok = !holder.is_empty() && holder.len() <= HOLDER_MAX_BYTES && !holder.chars().any(char::is_control);
+    let ok = !holder.is_empty() && holder.len() <= HOLDER_MAX_BYTES && !holder.chars().any(is_invisible);
     ok.then_some(()).ok_or(AppLeaseError::BadHolder)
 }
 
@@ -156,7 +161,12 @@ mod tests {
         assert_eq!(check_holder("worker-7@host"), Ok(()));
         assert_eq!(check_holder(""), Err(AppLeaseError::BadHolder));
         assert_eq!(check_holder(&"x".repeat(HOLDER_MAX_BYTES + 1)), Err(AppLeaseError::BadHolder));
-        assert_eq!(check_holder("a\nb"), Err(AppLeaseError::BadHolder));
+        for invisible in
+            ["a\nb", "a\u{7f}", "admin\u{202e}nimda", "a\u{2028}b", "a\u{2029}", "a\u{200b}b", "\u{feff}a", "a\u{ad}"]
+        {
+            assert_eq!(check_holder(invisible), Err(AppLeaseError::BadHolder), "{invisible:?}");
+        }
+        assert_eq!(check_holder("wörker 7 \u{1f600}"), Ok(()));
         assert_eq!(check_holder("'; DROP TABLE t; --"), Ok(()), "SQL is the database's problem, passed as a parameter");
     }
 }

@@ -17,7 +17,7 @@ pub const SEQUENCE_BITS: u32 = 17;
 pub const MAX_NODE: u32 = (1 << NODE_BITS) - 1;
 /// Highest sequence number within one node and one second: 131071.
 pub const MAX_SEQUENCE: u32 = (1 << SEQUENCE_BITS) - 1;
-/// Last Unix second a Randflake ID can carry: 2803741823 (2058-11-05T23:23:43Z).
+/// Last Unix second a Randflake ID can carry: 2803741823 (2058-11-05T17:10:23Z).
 pub const MAX_SECOND: u64 = EPOCH_SECOND + (1 << TIMESTAMP_BITS) - 1;
 
 /// The three fields of an ID, as issued by a generator or recovered by decryption.

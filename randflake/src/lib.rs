@@ -191,6 +191,7 @@ pub mod batch;
 pub mod codec;
 pub mod generator;
 pub mod id;
+mod invisible;
 pub mod keeper;
 pub mod layout;
 pub mod lease;

@@ -64,19 +64,9 @@ pub struct LogLine<'a> {
 }
 
 impl LogLine<'_> {
-    /// ERROR, FATAL or PANIC: the statement is being aborted, or the process is ending.
-    pub fn is_error(&self) -> bool {
-        self.data.elevel >= pg_sys::PGERROR as i32
-    }
-
     /// A syntax error: the statement was never parsed.
     pub fn is_syntax_error(&self) -> bool {
         self.data.sqlerrcode == PgSqlErrorCode::ERRCODE_SYNTAX_ERROR as i32
-    }
-
-    /// The PostgreSQL function that reported the message, such as `exec_simple_query`.
-    pub fn reported_by(&self) -> &[u8] {
-        bytes(self.data.funcname).unwrap_or_default()
     }
 
     /// The message's untranslated format string: the same whatever `lc_messages` says.

@@ -9,11 +9,11 @@
 //! functions reaches PostgreSQL's own handler as it was raised.
 //!
 //! Such a longjmp skips the Rust frames it crosses without dropping their values. The utility
-//! hook holds none when it calls on. In the log hook, the only ERROR these calls can raise is
-//! memory running out (the text they parse has just been parsed without error, and walks stop
-//! short of the stack limit), which would leak what those frames hold.
+//! hook holds none when it calls on. The log hook calls only `MemoryContextStrdup`, into
+//! ErrorContext, which keeps space reserved for reporting: an ERROR inside error reporting
+//! empties ErrorContext and cannot be undone, so the log hook calls nothing else that can raise.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int};
 
 use pgrx::pg_sys;
 
@@ -29,33 +29,6 @@ unsafe extern "C-unwind" {
         destination: *mut pg_sys::DestReceiver,
         completion: *mut pg_sys::QueryCompletion,
     );
-
-    #[link_name = "raw_parser"]
-    pub fn raw_parser(text: *const c_char, mode: pg_sys::RawParseMode::Type) -> *mut pg_sys::List;
-
-    // 16 turned the walker into a macro around this function.
-    #[cfg_attr(feature = "pg15", link_name = "raw_expression_tree_walker")]
-    #[cfg_attr(not(feature = "pg15"), link_name = "raw_expression_tree_walker_impl")]
-    pub fn raw_expression_tree_walker(
-        node: *mut pg_sys::Node,
-        walker: Option<unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut c_void) -> bool>,
-        context: *mut c_void,
-    ) -> bool;
-
-    #[link_name = "stack_is_too_deep"]
-    pub fn stack_is_too_deep() -> bool;
-
-    #[link_name = "AllocSetContextCreateInternal"]
-    pub fn alloc_set_context_create(
-        parent: pg_sys::MemoryContext,
-        name: *const c_char,
-        min_size: usize,
-        initial_block_size: usize,
-        max_block_size: usize,
-    ) -> pg_sys::MemoryContext;
-
-    #[link_name = "MemoryContextDelete"]
-    pub fn memory_context_delete(context: pg_sys::MemoryContext);
 
     #[link_name = "MemoryContextStrdup"]
     pub fn memory_context_strdup(context: pg_sys::MemoryContext, text: *const c_char) -> *mut c_char;

@@ -66,7 +66,7 @@ unsafe extern "C-unwind" fn check_then_run(
 unsafe extern "C-unwind" fn check(statement: *mut pg_sys::PlannedStmt, context: pg_sys::ProcessUtilityContext::Type) {
     if let Some(check) = CHECK.get() {
         // SAFETY: a utility statement's plan holds its parse tree in utilityStmt.
-        let facts = unsafe { parse_tree::facts_of((*statement).utilityStmt, false) };
+        let facts = unsafe { parse_tree::facts_of((*statement).utilityStmt) };
         check(&facts, context != pg_sys::ProcessUtilityContext::PROCESS_UTILITY_TOPLEVEL);
     }
 }

@@ -73,6 +73,12 @@ pub fn with_cipher<R>(f: impl FnOnce(&IdCipher) -> R) -> Result<R, Error> {
     })
 }
 
+/// Why this process cannot issue or decode an ID, in words: no secret, or two; `None` when it
+/// has one to key its cipher with.
+pub fn cannot_issue_because() -> Option<String> {
+    with_cipher(|_| ()).err().map(|error| error.message())
+}
+
 /// `text` with every piece of a configured secret replaced by `replacement` (see
 /// [`Secret::redact`]); `None` when it holds none, and once the process has dropped its
 /// secrets on the way out (the log hook still runs then, for the exit's own messages).

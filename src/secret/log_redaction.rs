@@ -8,11 +8,14 @@
 //!   `log_statement` before the statement runs, by duration logging, and in the STATEMENT,
 //!   CONTEXT, QUERY and DETAIL lines of its errors.
 //!
-//! Which statement carries the secret is decided by what PostgreSQL parsed: the guard
-//! (`sql_routes`) marks each statement it refuses; a statement logged before it runs has just
-//! been parsed without error, and is parsed again here. Only a statement PostgreSQL could not
-//! parse, or one being reported in an error (where parsing again could raise an error inside
-//! error reporting), is judged by its spelling, and then generously.
+//! Which statement carries the secret: the guard (`sql_routes`) marks each statement it refuses;
+//! any other statement is judged by its spelling, generously, with every escape that could spell
+//! a letter decoded (`spelling_may_carry_secret`). The filter never calls PostgreSQL's parser: the
+//! parser raises an ERROR on text it cannot parse, and the same text parses differently, or not
+//! at all, once `standard_conforming_strings` has changed since PostgreSQL parsed it (as a `SET`
+//! earlier in the same query string changes it); it also warns (`escape_string_warning`). An
+//! ERROR raised inside error reporting cannot be caught and undone: PostgreSQL empties
+//! ErrorContext, which holds the message being reported, before it handles a nested error.
 //!
 //! Last, whatever the route, every piece of a configured secret is taken out of every part of
 //! every line, by value (`randflake::Secret::redact`).
@@ -26,21 +29,16 @@ use std::os::unix::ffi::OsStrExt;
 
 use super::sql_routes;
 use crate::pg::log_hook::{self, LogLine};
-use crate::pg::{parse_tree, statement};
+use crate::pg::statement;
 use crate::secret;
 
 const VALUE_HIDDEN: &[u8] = b"(value hidden by randflake_pg)";
-const STATEMENT_HIDDEN: &[u8] = b"<statement hidden by randflake_pg: it gave randflake.secret a value>";
-const SQL_HIDDEN: &[u8] = b"(hidden by randflake_pg: it quotes a statement that gave randflake.secret a value)";
+const STATEMENT_HIDDEN: &[u8] = b"<statement hidden by randflake_pg: it may give randflake.secret a value>";
+const SQL_HIDDEN: &[u8] = b"(hidden by randflake_pg: it quotes a statement that may give randflake.secret a value)";
 
 /// PostgreSQL's untranslated formats of the two configuration-file messages that quote values.
 const RELOAD_CHANGE: &[u8] = b"parameter \"%s\" changed to \"%s\"";
 const FILE_SYNTAX_ERROR: &[u8] = b"syntax error in file \"%s\" line %u, near token \"%s\"";
-
-/// The PostgreSQL functions whose non-error messages quote a statement they parsed without
-/// error: `log_statement` and duration logging, for both protocols.
-const STATEMENT_LOGGERS: [&[u8]; 4] =
-    [b"exec_simple_query", b"exec_parse_message", b"exec_bind_message", b"exec_execute_message"];
 
 /// Installs the filter. Called from `_PG_init` while preloading, so the postmaster has it too.
 pub fn install() {
@@ -63,24 +61,116 @@ fn redact(line: &mut LogLine) {
 /// Whether the statement a message is about carries the secret.
 fn carries_secret(line: &LogLine, statement: &CStr) -> bool {
     let text = statement.to_bytes();
-    if sql_routes::current_statement_was_refused() || secret::redact(text, b"").is_some() || binds_secret_name(line) {
-        return true;
-    }
-    if !may_name_secret(text) {
-        return false;
-    }
-    if !line.is_error() && STATEMENT_LOGGERS.contains(&line.reported_by()) {
-        return parse_tree::parse(statement).iter().any(sql_routes::carries_secret);
-    }
-    line.is_syntax_error() || mentions_secret(text)
+    sql_routes::current_statement_was_refused()
+        || secret::redact(text, b"").is_some()
+        || binds_secret_name(line)
+        || (line.is_syntax_error() && may_name_secret(text))
+        || spelling_may_carry_secret(text)
 }
 
 /// Whether text could, once parsed, name the secret's setting: it contains `secret`, or an
-/// escape that could spell it (`U&"..."`, `U&'...'`, a backslash in an `E'...'` string). A
-/// cheap test that lets every other statement through without parsing.
+/// escape that could spell it (`U&"..."`, `U&'...'`, a backslash in an `E'...'` string). For a
+/// statement PostgreSQL could not parse, whose spelling is all there is.
 fn may_name_secret(text: &[u8]) -> bool {
     let lower = text.to_ascii_lowercase();
     find(&lower, b"secret").is_some() || find(&lower, b"u&").is_some() || lower.contains(&b'\\')
+}
+
+/// Whether a statement could give the secret a value, judged by its spelling, generously: read
+/// as it is and with its escapes decoded, both as `E'...'` strings decode them (and as every
+/// string does with `standard_conforming_strings` off) and as `U&` strings and names do, it
+/// names `randflake.secret` ([`mentions_secret`]), calls `set_config()` with a first argument
+/// other than a plain literal naming another setting (a name computed as the statement runs),
+/// or chooses its own Unicode escape character (`UESCAPE`), which is left undecoded.
+fn spelling_may_carry_secret(text: &[u8]) -> bool {
+    let lower = text.to_ascii_lowercase();
+    find(&lower, b"uescape").is_some()
+        || [decode_backslash_escapes(text), decode_unicode_escapes(text), lower]
+            .iter()
+            .any(|spelling| mentions_secret(spelling) || calls_set_config_with_computed_name(spelling))
+}
+
+/// Text, lowercased, with each backslash escape of an `E'...'` string replaced by the character
+/// it stands for: `\x` and one or two hex digits, one to three octal digits, `\u` and four or
+/// `\U` and eight hex digits, any other character for itself. A character beyond ASCII becomes
+/// a byte that no setting name holds.
+fn decode_backslash_escapes(text: &[u8]) -> Vec<u8> {
+    let mut decoded = Vec::with_capacity(text.len());
+    let mut at = 0;
+    while at < text.len() {
+        let Some(&escaped) = text.get(at + 1).filter(|_| text[at] == b'\\') else {
+            decoded.push(text[at].to_ascii_lowercase());
+            at += 1;
+            continue;
+        };
+        let after = &text[at + 2..];
+        let (value, length) = match escaped {
+            b'x' => digits(after, 16, 2).map_or((u32::from(escaped), 1), |(value, count)| (value, 1 + count)),
+            b'u' | b'U' => digits(after, 16, if escaped == b'u' { 4 } else { 8 })
+                .map_or((u32::from(escaped), 1), |(value, count)| (value, 1 + count)),
+            b'0'..=b'7' => digits(&text[at + 1..], 8, 3).unwrap_or_default(),
+            _ => (u32::from(escaped), 1),
+        };
+        decoded.push(ascii_or_placeholder(value));
+        at += 1 + length;
+    }
+    decoded
+}
+
+/// Text, lowercased, with each escape of a `U&` string or name (`\` and four hex digits, `\+` and
+/// six) replaced by the character it stands for, as in [`decode_backslash_escapes`].
+fn decode_unicode_escapes(text: &[u8]) -> Vec<u8> {
+    let mut decoded = Vec::with_capacity(text.len());
+    let mut at = 0;
+    while at < text.len() {
+        let escape = match &text[at..] {
+            [b'\\', b'+', after @ ..] => {
+                digits(after, 16, 6).filter(|(_, count)| *count == 6).map(|(value, _)| (value, 8))
+            }
+            [b'\\', after @ ..] => digits(after, 16, 4).filter(|(_, count)| *count == 4).map(|(value, _)| (value, 5)),
+            _ => None,
+        };
+        let (byte, length) =
+            escape.map_or((text[at].to_ascii_lowercase(), 1), |(value, length)| (ascii_or_placeholder(value), length));
+        decoded.push(byte);
+        at += length;
+    }
+    decoded
+}
+
+/// The value of the (up to `most`) digits in `radix` that `text` starts with, and their count;
+/// `None` when it starts with none.
+fn digits(text: &[u8], radix: u32, most: usize) -> Option<(u32, usize)> {
+    let values: Vec<u32> = text.iter().take(most).map_while(|byte| char::from(*byte).to_digit(radix)).collect();
+    let value = values.iter().fold(0u32, |value, digit| value.wrapping_mul(radix).wrapping_add(*digit));
+    (!values.is_empty()).then_some((value, values.len()))
+}
+
+fn ascii_or_placeholder(value: u32) -> u8 {
+    u8::try_from(value).ok().filter(u8::is_ascii).map_or(0x80, |byte| byte.to_ascii_lowercase())
+}
+
+/// Whether lowercased text calls `set_config` with a first argument other than a plain literal
+/// naming a setting other than the secret: a name computed as the statement runs
+/// (`'randflake.s' || 'ecret'`, `$1`, `format(...)`), or one a comment stands before.
+fn calls_set_config_with_computed_name(text: &[u8]) -> bool {
+    const NAME: &[u8] = b"set_config";
+    (0..text.len()).filter(|at| text[*at..].starts_with(NAME)).any(|at| {
+        let rest = text[at + NAME.len()..].trim_ascii_start();
+        if rest.starts_with(b"/*") || rest.starts_with(b"--") {
+            return true;
+        }
+        let Some(argument) = rest.strip_prefix(b"(").map(<[u8]>::trim_ascii_start) else { return false };
+        if argument.starts_with(b"/*") || argument.starts_with(b"--") {
+            return true;
+        }
+        let Some(literal) = argument.strip_prefix(b"'") else { return true };
+        let Some(end) = literal.iter().position(|byte| *byte == b'\'') else { return true };
+        let (name, after) = (&literal[..end], literal[end + 1..].trim_ascii_start());
+        name.contains(&b'\\')
+            || !after.starts_with(b",")
+            || sql_routes::names_the_secret(&String::from_utf8_lossy(name))
+    })
 }
 
 /// Whether text names `randflake.secret` in plain letters, in any case, quoting or spacing
@@ -230,10 +320,50 @@ mod tests {
     }
 
     #[test]
-    fn escapes_that_could_spell_the_name_are_parsed() {
+    fn escapes_that_could_spell_the_name_count_for_a_statement_that_did_not_parse() {
         assert!(may_name_secret(b"ALTER SYSTEM SET U&\"randfl\\0061ke.s\\0065cret\" = 'x'"));
         assert!(may_name_secret(b"select set_config(E'randflake.\\163ecret', 'x', false)"));
         assert!(!may_name_secret(b"insert into t values (1)"));
+    }
+
+    #[test]
+    fn every_spelling_of_the_name_and_every_computed_name_is_caught() {
+        for carrying in [
+            &b"ALTER SYSTEM SET \"RANDFLAKE\".\"Secret\" = 'x'"[..],
+            b"ALTER SYSTEM SET U&\"randfl\\0061ke.s\\0065cret\" = 'x'",
+            b"ALTER SYSTEM SET U&\"randfl\\+000061ke.secret\" = 'x'",
+            b"ALTER SYSTEM SET U&\"randfl!0061ke.secret\" UESCAPE '!' = 'x'",
+            b"select set_config(E'randflake.\\163ecret', 'x', false)",
+            b"select set_config(E'randfl\\x61ke.s' || 'ecret', 'x', false)",
+            b"select set_config(E'randfl\\u0061ke.\\u0073ecret', 'x', false)",
+            b"select set_config('randflake.s' || 'ecret', 'x', false)",
+            b"select set_config(format('%s.%s', 'randflake', 'secret'), 'x', false)",
+            b"select pg_catalog.set_config ( $1, $2, false)",
+            b"select set_config(/* */ 'randflake.secret', 'x', false)",
+            b"prepare p as select set_config($1, $2, false)",
+            b"execute p('randflake.secret', 'x')",
+            b"do $$begin perform set_config('randflake.' || 'secret', 'x', false); end$$",
+        ] {
+            assert!(spelling_may_carry_secret(carrying), "{}", String::from_utf8_lossy(carrying));
+        }
+        for plain in [
+            &b"SET standard_conforming_strings = off; INSERT INTO t SELECT current_user; SET application_name = '\\';"
+                [..],
+            b"SELECT pg_catalog.set_config('search_path', '', false);",
+            b"select 'a\\nb', E'\\x41'",
+            b"show randflake.secret_file",
+            b"select secret from vault",
+        ] {
+            assert!(!spelling_may_carry_secret(plain), "{}", String::from_utf8_lossy(plain));
+        }
+    }
+
+    #[test]
+    fn escapes_decode_as_postgresql_reads_them() {
+        assert_eq!(decode_backslash_escapes(b"A\\x41\\101\\u0041\\U00000041\\q\\\\"), b"aaaaaq\\");
+        assert_eq!(decode_backslash_escapes(b"\\u0073ecret"), b"secret");
+        assert_eq!(decode_unicode_escapes(b"\\0061\\+000062\\006"), b"ab\\006");
+        assert_eq!(decode_backslash_escapes(b"\\u00e9"), [0x80]);
     }
 
     #[test]

@@ -45,17 +45,6 @@ pub fn names_the_secret(name: &str) -> bool {
     name.eq_ignore_ascii_case(SECRET_SETTING)
 }
 
-/// Whether a statement's parse tree gives the secret a value, names it in a string constant
-/// (`set_config('randflake.secret', ...)`), calls `set_config()` with a name only running it
-/// tells, holds a body that PostgreSQL parses only when it runs and that mentions a secret, or
-/// was too deep to read whole: the test for lines logged before the statement runs.
-pub fn carries_secret(facts: &StatementFacts) -> bool {
-    facts.incomplete
-        || facts.sets_computed_setting
-        || facts.settings_given_values.iter().chain(&facts.string_constants).any(|name| names_the_secret(name))
-        || facts.unparsed_bodies.iter().any(|body| body.to_ascii_lowercase().contains("secret"))
-}
-
 fn refuse_secret_values(facts: &StatementFacts, nested: bool) {
     if facts.settings_given_values.iter().any(|name| names_the_secret(name)) {
         refuse(nested);

@@ -341,7 +341,7 @@ class Case:
 
 
 NOT_IN_POOL = f"is not in the application pool {POOL[0]}..{POOL[1]}"
-BAD_HOLDER = "a holder is 1 to 200 bytes of text without control characters"
+BAD_HOLDER = "a holder is 1 to 200 bytes of text without control, format or line-breaking characters"
 
 
 def acquire_case(name: str, holder: str, seconds: str, sqlstate: str, message: str) -> Case:
@@ -369,6 +369,11 @@ def bad_holders() -> list[tuple[str, str]]:
         ("escape", "E'\\x1b[31m'"),
         ("delete", "E'a\\x7f'"),
         ("C1 control", "E'a\\u0085b'"),
+        ("right-to-left override", "E'admin\\u202Enimda'"),
+        ("line separator", "E'a\\u2028b'"),
+        ("paragraph separator", "E'a\\u2029'"),
+        ("zero-width space", "E'a\\u200Bb'"),
+        ("byte order mark", "E'\\uFEFFa'"),
     ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import sql_error, write_server_file
+from conftest import ROOT, sql_error, write_server_file
 
 OTHER_SECRET = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"
 
@@ -208,3 +208,29 @@ def test_statements_about_the_secret_stay_out_of_the_log(cluster):
     log = cluster.log()
     assert "statement hidden by randflake_pg" in log
     assert_secret_not_logged(cluster, OTHER_SECRET, OTHER_SECRET[:-1], OTHER_SECRET[:-2])
+
+
+def documented_settings(page: str, after: str) -> list[str]:
+    """The randflake.* lines of the first code block after `after` on a docs page, as written
+    (comments and all), leaving out the secret file's path, which is the test server's own."""
+    text = (ROOT / "docs" / page).read_text()
+    block = text[text.index(after):].split("```")[1]
+    return [line.strip() for line in block.splitlines()
+            if line.strip().startswith("randflake.") and not line.strip().startswith("randflake.secret_file")]
+
+
+def test_the_documented_node_range_and_application_pool_start_a_server_together(make_cluster):
+    """installing.md's node range and application-leases.md's example pool, as the pages write
+    them: a DBA following both gets a server that starts and leases from the pool."""
+    settings = documented_settings("installing.md", "Edit `postgresql.conf`") + documented_settings(
+        "application-leases.md", "## Configuring the pool"
+    )
+    assert any(line.startswith("randflake.node_id_max") for line in settings), settings
+    assert any(line.startswith("randflake.app_node_id_min") for line in settings), settings
+    cluster = make_cluster(*settings)
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        first, last = conn.execute("SELECT pool_first, pool_last FROM randflake_app_leases()").fetchone()
+        node = conn.execute("SELECT node_id FROM randflake_lease_acquire('documented', 60)").fetchone()[0]
+        assert first <= node <= last

@@ -326,3 +326,38 @@ def test_the_exporter_shows_the_application_pool(make_cluster):
     finally:
         exporter.stop()
         conn.close()
+
+
+def test_a_server_without_a_usable_secret_says_it_cannot_issue(make_cluster):
+    """Preloaded without a secret, a server starts (a reload can give it one), and its keeper
+    leases as usual: but every randflake_next() fails, so it says so: a WARNING at start-up, the
+    state "cannot issue" with its cause, the exporter's state label and issuing 0 (which the
+    alert RandflakeCannotIssue reads). Two secrets are as unusable as none. Given one secret by a
+    reload, it issues at once."""
+    cluster = make_cluster("randflake.secret_file = ''")
+    cluster.start()
+    assert "WARNING:  randflake_pg cannot issue IDs on this server: randflake_pg has no secret configured" in cluster.log()
+    conn = cluster.connect()
+    conn.execute("CREATE EXTENSION randflake_pg")
+    conn.execute(f"CREATE ROLE {MONITOR_ROLE} LOGIN IN ROLE pg_monitor")
+    exporter = Exporter(cluster, MONITOR_ROLE, "postgres")
+    try:
+        wait_for(lambda: status_now(conn)["issuable_through"] is not None, 15, "the keeper to take a lease")
+        assert status_now(conn)["state"] == "cannot issue: randflake_pg has no secret configured"
+        assert sql_error(conn, "SELECT randflake_next()").sqlstate == "55000"
+        samples, _ = scrape_and_check(exporter, conn, cluster)
+        assert one(samples, "randflake_state_info")[0]["state"] == "cannot issue"
+        assert one(samples, "randflake_issuing")[1] == 0 and one(samples, "randflake_margin_seconds")[1] > 0
+
+        cluster.configure(f"randflake.secret = '{'0' * 31}1'", "randflake.secret_file = 'randflake.key'")
+        cluster.reload()
+        wait_for(lambda: status_now(conn)["state"].startswith("cannot issue: both"), 10, "two secrets refused")
+        cluster.configure("randflake.secret = ''")
+        cluster.reload()
+        wait_for(lambda: status_now(conn)["state"] == "active", 10, "the server to issue with its one secret")
+        assert conn.execute("SELECT randflake_next() IS NOT NULL").fetchone() == (True,)
+        samples, _ = scrape_and_check(exporter, conn, cluster)
+        assert one(samples, "randflake_issuing")[1] == 1
+    finally:
+        exporter.stop()
+        conn.close()

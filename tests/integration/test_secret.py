@@ -103,6 +103,9 @@ def test_no_route_reveals_the_secret_to_an_ordinary_role(make_cluster):
         # missing_ok does not turn the refusal into a NULL (or a length) either.
         quiet = text_of(conn, "SELECT current_setting('randflake.secret', true)").splitlines()[-1]
         assert quiet.startswith("42501 ") and 'to examine "randflake.secret"' in quiet, quiet
+        # pg_settings and SHOW ALL leave the row out for such a role.
+        assert conn.execute("SELECT count(*) FROM pg_settings WHERE name = 'randflake.secret'").fetchone() == (0,)
+        assert "randflake.secret" not in [row[0] for row in conn.execute("SHOW ALL").fetchall()]
 
     dump = subprocess.run(
         ["pg_dump", "-h", str(cluster.dir), "-p", str(cluster.port), "-U", "postgres", "postgres"],
@@ -192,6 +195,12 @@ SQL_ROUTES = [
         True,
     ),
     (f"SELECT set_key('{SECRET}')", True),
+    # The configured secret under a computed name: refused when it runs, and out of every view
+    # and log line by value, whatever the spelling.
+    (f"SELECT set_config('randflake.s' || 'ecret', '{SECRET}', false)", True),
+    (f"DO $$BEGIN PERFORM set_config('randflake.s' || 'ecret', '{SECRET}', false); END$$", True),
+    (f"PREPARE configured(text, text) AS SELECT set_config($1, $2, false); EXECUTE configured('randflake.secret', '{SECRET}')", True),
+    (f"SELECT set_config(format('%s.%s', 'randflake', 'secret'), '{SECRET}', false)", True),
 ]
 
 
@@ -250,6 +259,9 @@ def test_a_secret_typed_into_sql_reaches_no_view_and_no_log_line(make_cluster, p
     with cluster.connect() as superuser, pytest.raises(psycopg.Error) as refused:
         superuser.execute("SELECT set_config(%s, %s, false)", ("randflake.secret", TYPED))
     assert "the session ends" in str(refused.value)
+    with cluster.connect() as superuser, pytest.raises(psycopg.Error) as refused:
+        superuser.execute("SELECT set_config(%s || %s, %s, false)", ("randflake.s", "ecret", SECRET))
+    assert "the session ends" in str(refused.value)
     # A session left idle right after its refused statement shows only the hidden text.
     idle = cluster.connect()
     with pytest.raises(psycopg.Error):
@@ -296,3 +308,67 @@ def test_a_secret_written_into_postgresql_conf_is_not_logged(make_cluster):
     log = cluster.log()
     assert 'parameter "randflake.secret" changed (value hidden by randflake_pg)' in log
     assert_no_piece(log, "the server log", (TYPED,))
+
+
+# Parsed with standard_conforming_strings on, then logged (duration) after the SET turned it off:
+# read again under off, `'\'` never ends.
+SETTINGS_CHANGED_MID_QUERY = "SET standard_conforming_strings = off; INSERT INTO t SELECT current_user; SET application_name = '\\';"
+
+
+def settings_changed_in_one_query(app: psycopg.Connection) -> None:
+    app.execute(SETTINGS_CHANGED_MID_QUERY)
+    assert app.execute("SELECT count(*) FROM t WHERE who = 'app'").fetchone() == (1,)
+    assert app.execute("SHOW application_name").fetchone() == ("\\",)
+
+
+def prepared_before_settings_changed(app: psycopg.Connection) -> None:
+    prepared = "INSERT INTO t SELECT 'prepared' WHERE '\\' <> ''"
+    app.execute(prepared, prepare=True)
+    app.execute("SET standard_conforming_strings = off")
+    app.execute(prepared, prepare=True)
+    assert app.execute("SELECT count(*) FROM t WHERE who = 'prepared'").fetchone() == (2,)
+
+
+def escape_warned_about(app: psycopg.Connection) -> None:
+    warnings: list[str] = []
+    app.add_notice_handler(lambda notice: warnings.append(notice.message_primary))
+    app.execute("SET standard_conforming_strings = off")
+    app.execute("SET escape_string_warning = on")
+    app.execute("INSERT INTO t SELECT 'escaped\\n'")
+    assert warnings == ["nonstandard use of escape in a string literal"], warnings
+    assert app.execute("SELECT count(*) FROM t WHERE who LIKE 'escaped%'").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("logging", ["log_min_duration_statement = 0", "log_statement = 'all'"])
+@pytest.mark.parametrize("route", [settings_changed_in_one_query, prepared_before_settings_changed, escape_warned_about])
+def test_the_log_filter_never_raises_whatever_settings_changed_since_the_parse(make_cluster, logging, route):
+    """An emit_log_hook that raises turns a committed statement into an error for the client (who
+    retries it and writes twice). By an ordinary role: a statement that changes how its own text
+    parses, in one simple-protocol query; a prepared statement executed after the setting
+    changed; a backslash that PostgreSQL warns about once (escape_string_warning). Each reaches
+    the client as PostgreSQL made it, its row committed once, and the log says so once, with the
+    statement as it was."""
+    cluster = make_cluster(logging)
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute("CREATE ROLE app LOGIN")
+        conn.execute("CREATE TABLE t (who text)")
+        conn.execute("GRANT ALL ON t TO app")
+    with cluster.connect(user="app") as app:
+        route(app)
+    log = cluster.log()
+    assert "unterminated quoted string" not in log and "syntax error" not in log
+    assert log.count("nonstandard use of escape in a string literal") == (route is escape_warned_about)
+    assert "INSERT INTO t SELECT" in log, "a statement that carries no secret is logged as it was"
+
+
+def test_a_syntax_error_on_the_secrets_line_at_start_up_is_logged_in_clear(make_cluster):
+    """What the-secret.md states: at start-up postgresql.conf is read before any library is
+    loaded, so no filter stands between the configuration parser's syntax error and the log. An
+    unquoted value that is a run of digits and letters followed by more digits is two tokens,
+    and the second is quoted: up to 30 of the 32 digits. The server then does not start."""
+    secret = "1a" + "".join(str(digit % 10) for digit in range(7, 37))
+    cluster = make_cluster("randflake.secret_file = ''", f"randflake.secret = {secret}")
+    assert cluster.start(check=False).returncode != 0
+    assert f'near token "{secret[2:]}"' in cluster.log() and len(secret[2:]) == 30
