@@ -194,6 +194,7 @@ pub mod id;
 pub mod keeper;
 pub mod layout;
 pub mod lease;
+pub mod ordered;
 pub mod secret;
 pub mod sparx;
 pub mod words;
