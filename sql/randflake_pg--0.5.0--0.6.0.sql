@@ -9,4 +9,261 @@
 -- Every object this script calls is named with its schema (pg_catalog's or @extschema@'s), so
 -- that nothing a database owner put in a schema on search_path can run in its place.
 
+-- ordered: randflake_key, a key ordered on disk and encrypted at the edge (issue 29).
+-- It stores the plain 64-bit value of an ID ((second - 1730000000) << 34 | node << 17 |
+-- sequence), so an index on it grows at its right end as an identity key's does, while its text
+-- and binary forms, and every cast out of it, are the encrypted ID: exactly what
+-- randflake_next() returns and randflake_to_string() prints. Input and output need the secret;
+-- every process that prints or parses one (backends, parallel workers, walsenders decoding
+-- logically) has it, since the secret is set in postgresql.conf only.
+CREATE TYPE @extschema@.randflake_key;
+
+CREATE FUNCTION @extschema@.randflake_key_in(cstring) RETURNS @extschema@.randflake_key
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_in_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_out(@extschema@.randflake_key) RETURNS cstring
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_out_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_recv(internal) RETURNS @extschema@.randflake_key
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_recv_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_send(@extschema@.randflake_key) RETURNS bytea
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_send_wrapper';
+
+CREATE TYPE @extschema@.randflake_key (
+    INPUT = @extschema@.randflake_key_in,
+    OUTPUT = @extschema@.randflake_key_out,
+    RECEIVE = @extschema@.randflake_key_recv,
+    SEND = @extschema@.randflake_key_send,
+    LIKE = pg_catalog.int8
+);
+COMMENT ON TYPE @extschema@.randflake_key IS
+'A Randflake ID stored as its plain value, so that an index on it follows creation time, and shown encrypted: its text form is the ID''s canonical string (as randflake_to_string() prints it), its binary form and id::bigint the ID randflake_next() returns. Sorts by second, then sequence, then node. Input and output need the secret.';
+COMMENT ON FUNCTION @extschema@.randflake_key_in(cstring) IS
+'Input of randflake_key: the canonical string of the ID only, as randflake_from_string() parses it, decrypted.';
+COMMENT ON FUNCTION @extschema@.randflake_key_out(@extschema@.randflake_key) IS
+'Output of randflake_key: the canonical string of the encrypted ID, as randflake_to_string() writes it.';
+COMMENT ON FUNCTION @extschema@.randflake_key_recv(internal) IS
+'Binary input of randflake_key: the ID as bigint''s eight bytes (big-endian, signed), decrypted.';
+COMMENT ON FUNCTION @extschema@.randflake_key_send(@extschema@.randflake_key) IS
+'Binary output of randflake_key: the encrypted ID as bigint''s eight bytes (big-endian, signed).';
+
+-- Casts: into the type implicitly (decrypting), so that `id = $1` with a bigint, a randflake_id
+-- or a text parameter compares keys and uses the index, and DEFAULT randflake_next() fills a
+-- randflake_key column; out of it on assignment only (encrypting), so that `id = 5` has one
+-- reading, and bigint and randflake_id columns take a key.
+CREATE FUNCTION @extschema@.randflake_key(bigint) RETURNS @extschema@.randflake_key
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_from_id_wrapper';
+CREATE FUNCTION @extschema@.randflake_key(@extschema@.randflake_id) RETURNS @extschema@.randflake_key
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_from_id_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_to_bigint(@extschema@.randflake_key) RETURNS bigint
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_to_id_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_to_id(@extschema@.randflake_key) RETURNS @extschema@.randflake_id
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_to_id_wrapper';
+COMMENT ON FUNCTION @extschema@.randflake_key(bigint) IS
+'The randflake_key of a Randflake ID (decrypted): the cast from bigint.';
+COMMENT ON FUNCTION @extschema@.randflake_key(@extschema@.randflake_id) IS
+'The randflake_key of a randflake_id (decrypted): the cast from randflake_id.';
+COMMENT ON FUNCTION @extschema@.randflake_key_to_bigint(@extschema@.randflake_key) IS
+'The Randflake ID a randflake_key holds (encrypted), as randflake_next() returns it: the cast to bigint.';
+COMMENT ON FUNCTION @extschema@.randflake_key_to_id(@extschema@.randflake_key) IS
+'The Randflake ID a randflake_key holds (encrypted): the cast to randflake_id.';
+
+CREATE CAST (bigint AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(bigint) AS IMPLICIT;
+CREATE CAST (@extschema@.randflake_id AS @extschema@.randflake_key)
+    WITH FUNCTION @extschema@.randflake_key(@extschema@.randflake_id) AS IMPLICIT;
+CREATE CAST (pg_catalog.text AS @extschema@.randflake_key) WITH INOUT AS IMPLICIT;
+CREATE CAST (@extschema@.randflake_key AS bigint) WITH FUNCTION @extschema@.randflake_key_to_bigint(@extschema@.randflake_key) AS ASSIGNMENT;
+CREATE CAST (@extschema@.randflake_key AS @extschema@.randflake_id)
+    WITH FUNCTION @extschema@.randflake_key_to_id(@extschema@.randflake_key) AS ASSIGNMENT;
+COMMENT ON CAST (bigint AS @extschema@.randflake_key) IS
+'Decrypts; implicit, so that a bigint parameter compares with a randflake_key column through its index and DEFAULT randflake_next() fills one.';
+COMMENT ON CAST (@extschema@.randflake_id AS @extschema@.randflake_key) IS
+'Decrypts; implicit, so that a randflake_id compares with a randflake_key column through its index.';
+COMMENT ON CAST (pg_catalog.text AS @extschema@.randflake_key) IS
+'Parses the canonical string and decrypts; implicit, so that a text parameter compares with a randflake_key column through its index.';
+COMMENT ON CAST (@extschema@.randflake_key AS bigint) IS
+'Encrypts: id::bigint is the public ID, as randflake_next() returns it. On assignment, so that a bigint column takes a randflake_key.';
+COMMENT ON CAST (@extschema@.randflake_key AS @extschema@.randflake_id) IS
+'Encrypts: the public ID as a randflake_id. On assignment, so that a randflake_id column takes a randflake_key.';
+
+-- Comparison, in the order of randflake::ordered (second, sequence, node): equality is bigint's
+-- (the same eight bytes), the order the extension's. None of these can fail, so all are
+-- LEAKPROOF, for security-barrier views and row security to use the index.
+CREATE FUNCTION @extschema@.randflake_key_eq(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'int8eq';
+CREATE FUNCTION @extschema@.randflake_key_ne(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'int8ne';
+CREATE FUNCTION @extschema@.randflake_key_lt(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_lt_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_le(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_le_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_gt(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_gt_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_ge(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_ge_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_cmp(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_cmp_wrapper';
+COMMENT ON FUNCTION @extschema@.randflake_key_eq(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'Whether two randflake_keys are the same ID: the function of operator =.';
+COMMENT ON FUNCTION @extschema@.randflake_key_ne(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'Whether two randflake_keys are different IDs: the function of operator <>.';
+COMMENT ON FUNCTION @extschema@.randflake_key_lt(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'Whether a randflake_key sorts before another (by second, then sequence, then node): the function of operator <.';
+COMMENT ON FUNCTION @extschema@.randflake_key_le(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'Whether a randflake_key sorts before another or is the same: the function of operator <=.';
+COMMENT ON FUNCTION @extschema@.randflake_key_gt(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'Whether a randflake_key sorts after another: the function of operator >.';
+COMMENT ON FUNCTION @extschema@.randflake_key_ge(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'Whether a randflake_key sorts after another or is the same: the function of operator >=.';
+COMMENT ON FUNCTION @extschema@.randflake_key_cmp(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'-1, 0 or 1 as a randflake_key sorts before, with or after another (by second, then sequence, then node): the btree support function.';
+
+CREATE OPERATOR @extschema@.= (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
+    FUNCTION = @extschema@.randflake_key_eq, COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel, HASHES, MERGES);
+CREATE OPERATOR @extschema@.<> (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
+    FUNCTION = @extschema@.randflake_key_ne, COMMUTATOR = OPERATOR(@extschema@.<>), NEGATOR = OPERATOR(@extschema@.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR @extschema@.< (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
+    FUNCTION = @extschema@.randflake_key_lt, COMMUTATOR = OPERATOR(@extschema@.>), NEGATOR = OPERATOR(@extschema@.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR @extschema@.<= (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
+    FUNCTION = @extschema@.randflake_key_le, COMMUTATOR = OPERATOR(@extschema@.>=), NEGATOR = OPERATOR(@extschema@.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR @extschema@.> (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
+    FUNCTION = @extschema@.randflake_key_gt, COMMUTATOR = OPERATOR(@extschema@.<), NEGATOR = OPERATOR(@extschema@.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR @extschema@.>= (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
+    FUNCTION = @extschema@.randflake_key_ge, COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Equal to.';
+COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Not equal to.';
+COMMENT ON OPERATOR @extschema@.< (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before (by second, then sequence, then node).';
+COMMENT ON OPERATOR @extschema@.<= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before, or the same.';
+COMMENT ON OPERATOR @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after (by second, then sequence, then node).';
+COMMENT ON OPERATOR @extschema@.>= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after, or the same.';
+
+-- The hash functions hash the plain value: a 64-bit hash of it, with the few seconds, nodes and
+-- sequences an ID can have, would give the plain value away to anyone who tried them all. So
+-- their EXECUTE is granted to nobody; hash joins and hash indexes call them without it.
+CREATE FUNCTION @extschema@.randflake_key_hash(@extschema@.randflake_key) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'hashint8';
+CREATE FUNCTION @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'hashint8extended';
+COMMENT ON FUNCTION @extschema@.randflake_key_hash(@extschema@.randflake_key) IS
+'The hash of a randflake_key''s plain value, for hash joins and hash indexes. It would reveal the plain value, so EXECUTE is granted to no one.';
+COMMENT ON FUNCTION @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint) IS
+'The seeded hash of a randflake_key''s plain value. It would reveal the plain value, so EXECUTE is granted to no one.';
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_hash(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint) FROM PUBLIC;
+
+CREATE OPERATOR FAMILY @extschema@.randflake_key_ops USING btree;
+CREATE OPERATOR CLASS @extschema@.randflake_key_ops DEFAULT FOR TYPE @extschema@.randflake_key
+USING btree FAMILY @extschema@.randflake_key_ops AS
+    OPERATOR 1 @extschema@.< (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 2 @extschema@.<= (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 3 @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 4 @extschema@.>= (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 5 @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key),
+    FUNCTION 1 @extschema@.randflake_key_cmp(@extschema@.randflake_key, @extschema@.randflake_key);
+COMMENT ON OPERATOR FAMILY @extschema@.randflake_key_ops USING btree IS
+'Orders randflake_keys by creation: second, then sequence, then node.';
+COMMENT ON OPERATOR CLASS @extschema@.randflake_key_ops USING btree IS
+'The default btree operator class of randflake_key: by second, then sequence, then node, so that the keys several backends make in one second interleave at the right end of the index.';
+
+CREATE OPERATOR FAMILY @extschema@.randflake_key_ops USING hash;
+CREATE OPERATOR CLASS @extschema@.randflake_key_ops DEFAULT FOR TYPE @extschema@.randflake_key
+USING hash FAMILY @extschema@.randflake_key_ops AS
+    OPERATOR 1 @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key),
+    FUNCTION 1 @extschema@.randflake_key_hash(@extschema@.randflake_key),
+    FUNCTION 2 @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint);
+COMMENT ON OPERATOR FAMILY @extschema@.randflake_key_ops USING hash IS
+'Hashes randflake_keys by their plain value.';
+COMMENT ON OPERATOR CLASS @extschema@.randflake_key_ops USING hash IS
+'The default hash operator class of randflake_key, for hash joins and hash indexes.';
+
+CREATE OPERATOR FAMILY @extschema@.randflake_key_minmax_ops USING brin;
+CREATE OPERATOR CLASS @extschema@.randflake_key_minmax_ops DEFAULT FOR TYPE @extschema@.randflake_key
+USING brin FAMILY @extschema@.randflake_key_minmax_ops AS
+    OPERATOR 1 @extschema@.< (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 2 @extschema@.<= (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 3 @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 4 @extschema@.>= (@extschema@.randflake_key, @extschema@.randflake_key),
+    OPERATOR 5 @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key),
+    FUNCTION 1 pg_catalog.brin_minmax_opcinfo(internal),
+    FUNCTION 2 pg_catalog.brin_minmax_add_value(internal, internal, internal, internal),
+    FUNCTION 3 pg_catalog.brin_minmax_consistent(internal, internal, internal),
+    FUNCTION 4 pg_catalog.brin_minmax_union(internal, internal, internal);
+COMMENT ON OPERATOR FAMILY @extschema@.randflake_key_minmax_ops USING brin IS
+'Block ranges of randflake_keys summarized by their lowest and highest key.';
+COMMENT ON OPERATOR CLASS @extschema@.randflake_key_minmax_ops USING brin IS
+'The default BRIN operator class of randflake_key: minmax, for tables whose rows arrive in creation order.';
+
+-- Generating, time ranges and decoding.
+CREATE FUNCTION @extschema@.randflake_next_key() RETURNS @extschema@.randflake_key
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_next_key_wrapper';
+COMMENT ON FUNCTION @extschema@.randflake_next_key() IS
+'Returns a new Randflake ID as a randflake_key, without encrypting it: the same IDs randflake_next() issues. Use as: id randflake_key PRIMARY KEY DEFAULT randflake_next_key().';
+
+CREATE FUNCTION @extschema@.randflake_key_lowest(timestamp with time zone) RETURNS @extschema@.randflake_key
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_lowest_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_highest(timestamp with time zone) RETURNS @extschema@.randflake_key
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_highest_wrapper';
+COMMENT ON FUNCTION @extschema@.randflake_key_lowest(timestamp with time zone) IS
+'The lowest randflake_key of the second a time falls in: id >= randflake_key_lowest(t1) AND id < randflake_key_lowest(t2) selects the keys made from t1''s second to before t2''s, by an index range scan. Forges IDs of a chosen second and reveals any ID''s second, so EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_key_highest(timestamp with time zone) IS
+'The highest randflake_key of the second a time falls in. Forges IDs of a chosen second and reveals any ID''s second, so EXECUTE is granted to no one by default.';
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_lowest(timestamp with time zone) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_highest(timestamp with time zone) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.randflake_decode(id @extschema@.randflake_key)
+RETURNS TABLE ("timestamp" timestamp with time zone, node_id integer, sequence integer)
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_decode_wrapper';
+CREATE FUNCTION @extschema@.randflake_timestamp(id @extschema@.randflake_key) RETURNS timestamp with time zone
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_timestamp_wrapper';
+CREATE FUNCTION @extschema@.randflake_node_id(id @extschema@.randflake_key) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_node_id_wrapper';
+CREATE FUNCTION @extschema@.randflake_sequence(id @extschema@.randflake_key) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_sequence_wrapper';
+COMMENT ON FUNCTION @extschema@.randflake_decode(@extschema@.randflake_key) IS
+'The second a randflake_key was made in, the node that made it and its sequence within that node and second. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_timestamp(@extschema@.randflake_key) IS
+'The second a randflake_key was made in: randflake_decode(id).timestamp. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_node_id(@extschema@.randflake_key) IS
+'The node that made a randflake_key: randflake_decode(id).node_id. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_sequence(@extschema@.randflake_key) IS
+'A randflake_key''s sequence within its node and second: randflake_decode(id).sequence. EXECUTE is granted to no one by default.';
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_decode(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_timestamp(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_node_id(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_sequence(@extschema@.randflake_key) FROM PUBLIC;
+
 SELECT randflake.revoke_default_privileges();

@@ -415,6 +415,22 @@ declare_errors! {
         hint: "Every randflake_next() fails until then, and randflake_status() reports the state \"cannot issue\". Give the server exactly one secret (randflake.secret_file), then reload.",
         examples: [{ cause: "randflake_pg has no secret configured".into() }],
     }
+    /// A binary randflake_key (a bind parameter or binary COPY) that is not eight bytes.
+    InvalidKeyBinary { length: usize } {
+        sqlstate: ERRCODE_INVALID_BINARY_REPRESENTATION,
+        when: "binary input of a `randflake_key`: a bind parameter in binary format, or `COPY ... FROM` in binary",
+        message: format!("invalid binary randflake_key: {length} bytes instead of 8"),
+        hint: "In binary format a randflake_key is sent as its public ID, exactly as a bigint: eight bytes, big-endian, signed. Send a bigint, or the ID's canonical string in text format.",
+        examples: [{ length: 4 }],
+    }
+    /// `randflake_key_lowest()` or `randflake_key_highest()` was given a time no ID can carry.
+    TimestampOutsideIds { unix_second: i64 } {
+        sqlstate: ERRCODE_DATETIME_FIELD_OVERFLOW,
+        when: "`randflake_key_lowest()` or `randflake_key_highest()` given a time before 2024-10-27 03:33:20 UTC or after 2058-11-05 17:10:23 UTC",
+        message: format!("no Randflake ID is made in Unix second {unix_second}"),
+        hint: format!("Randflake IDs carry Unix seconds {} to {MAX_SECOND}. For a range open at one end, leave that bound out of the condition (or use MINVALUE or MAXVALUE in a partition bound).", randflake::EPOCH_SECOND),
+        examples: [{ unix_second: 1_700_000_000 }],
+    }
 }
 
 impl Error {

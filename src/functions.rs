@@ -8,9 +8,11 @@
 use std::ffi::{CStr, CString};
 
 use pgrx::prelude::*;
-use randflake::{codec, Parts};
+use randflake::{codec, ordered, Parts};
 
 use crate::errors::Error;
+use crate::generation::Output;
+use crate::pg::message;
 use crate::shmem::node_table;
 use crate::{app_leases, generation, secret, status};
 
@@ -36,7 +38,7 @@ const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
 pub unsafe extern "C-unwind" fn randflake_next_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // A caught panic's payload is dropped here, by `ok()`: this frame must hold nothing to drop
     // when the guarded call below may leave it by PostgreSQL's longjmp.
-    let reserved = std::panic::catch_unwind(generation::reserved_id).ok().flatten();
+    let reserved = std::panic::catch_unwind(|| generation::reserved_id(Output::Ids)).ok().flatten();
     match reserved {
         Some(id) => pg_sys::Datum::from(id),
         // SAFETY: the argument is the one PostgreSQL passed in (the callee ignores it), and
@@ -51,7 +53,7 @@ pub unsafe extern "C-unwind" fn randflake_next_wrapper(fcinfo: pg_sys::FunctionC
 #[allow(unsafe_code)]
 #[pg_guard]
 unsafe extern "C-unwind" fn next_id_guarded(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    pg_sys::Datum::from(generation::next_id())
+    pg_sys::Datum::from(generation::next_id(Output::Ids))
 }
 
 /// Tells PostgreSQL that `randflake_next_wrapper` uses the version-1 calling convention.
@@ -105,6 +107,32 @@ fn randflake_sequence(id: i64) -> i32 {
 /// Decrypts with the configured secret, or raises the error saying why there is none.
 fn decrypted(id: i64) -> Parts {
     secret::with_cipher(|cipher| cipher.decrypt(id)).unwrap_or_else(|error| error.raise())
+}
+
+/// The parts of a `randflake_key`: `randflake_decode()` and the accessors on one, which need
+/// no cipher (the key holds the plain value) but reveal as much, so their EXECUTE is revoked
+/// from PUBLIC like the bigint versions'. Declared in sql/randflake_pg--0.5.0--0.6.0.sql.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_decode(
+    key: i64,
+) -> TableIterator<'static, (name!(timestamp, TimestampWithTimeZone), name!(node_id, i32), name!(sequence, i32))> {
+    let parts = Parts::from_raw(key as u64);
+    TableIterator::once((timestamp_of(parts.timestamp), parts.node_id as i32, parts.sequence as i32))
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_timestamp(key: i64) -> TimestampWithTimeZone {
+    timestamp_of(Parts::from_raw(key as u64).timestamp)
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_node_id(key: i64) -> i32 {
+    Parts::from_raw(key as u64).node_id as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_sequence(key: i64) -> i32 {
+    Parts::from_raw(key as u64).sequence as i32
 }
 
 /// This server's lease and what generation has met since start-up: one row, for monitoring.
@@ -181,6 +209,108 @@ fn randflake_id_in(input: &CStr) -> i64 {
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn randflake_id_out(id: i64) -> CString {
     CString::new(randflake_to_string(id)).expect("base32hex digits hold no NUL")
+}
+
+/// A new `randflake_key`: the plain value of the ID `randflake_next()` would have returned,
+/// from the same reserved runs, never encrypted. Declared in sql/randflake_pg--0.5.0--0.6.0.sql.
+#[pg_extern(volatile, parallel_safe, sql = false)]
+fn randflake_next_key() -> i64 {
+    generation::reserved_id(Output::Keys).unwrap_or_else(|| generation::next_id(Output::Keys))
+}
+
+/// The plain value of an ID (a `bigint` or `randflake_id`): the cast into `randflake_key`.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_from_id(id: i64) -> i64 {
+    secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
+}
+
+/// The ID a `randflake_key` holds, encrypted: the cast out of `randflake_key`, and what its
+/// text and binary forms show.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_to_id(key: i64) -> i64 {
+    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
+}
+
+/// Input of `randflake_key`: the canonical string of the ID, decrypted.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_in(input: &CStr) -> i64 {
+    randflake_key_from_id(randflake_id_in(input))
+}
+
+/// Output of `randflake_key`: the canonical string of the ID, as randflake_to_string() writes it.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_out(key: i64) -> CString {
+    randflake_id_out(randflake_key_to_id(key))
+}
+
+/// Binary input of `randflake_key`: the ID as bigint's eight bytes, decrypted.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_recv(buffer: pgrx::Internal) -> i64 {
+    let unread = message::take_unread(buffer);
+    let bytes: [u8; 8] =
+        unread.as_slice().try_into().unwrap_or_else(|_| Error::InvalidKeyBinary { length: unread.len() }.raise());
+    randflake_key_from_id(i64::from_be_bytes(bytes))
+}
+
+/// Binary output of `randflake_key`: the ID as bigint's eight bytes.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_send(key: i64) -> Vec<u8> {
+    randflake_key_to_id(key).to_be_bytes().to_vec()
+}
+
+/// The btree order of `randflake_key` (`randflake::ordered`): by second, then sequence, then node.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_cmp(a: i64, b: i64) -> i32 {
+    ordered::compare(a as u64, b as u64) as i32
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_lt(a: i64, b: i64) -> bool {
+    ordered::compare(a as u64, b as u64).is_lt()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_le(a: i64, b: i64) -> bool {
+    ordered::compare(a as u64, b as u64).is_le()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_gt(a: i64, b: i64) -> bool {
+    ordered::compare(a as u64, b as u64).is_gt()
+}
+
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_ge(a: i64, b: i64) -> bool {
+    ordered::compare(a as u64, b as u64).is_ge()
+}
+
+/// The lowest `randflake_key` of the second `at` falls in: `id >= randflake_key_lowest(t1) AND
+/// id < randflake_key_lowest(t2)` selects the keys made from t1's second up to t2's, by an
+/// index range scan.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_lowest(at: TimestampWithTimeZone) -> i64 {
+    key_of_second(at, ordered::lowest_of_second)
+}
+
+/// The highest `randflake_key` of the second `at` falls in.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn randflake_key_highest(at: TimestampWithTimeZone) -> i64 {
+    key_of_second(at, ordered::highest_of_second)
+}
+
+/// `bound` of the Unix second `at` falls in, or the error saying no ID carries that second.
+fn key_of_second(at: TimestampWithTimeZone, bound: fn(u64) -> Result<u64, randflake::layout::LayoutError>) -> i64 {
+    let second = if at.is_infinity() {
+        i64::MAX
+    } else if !at.is_finite() {
+        i64::MIN
+    } else {
+        at.into_inner().div_euclid(1_000_000) + POSTGRES_EPOCH_UNIX_SECOND
+    };
+    u64::try_from(second)
+        .ok()
+        .and_then(|second| bound(second).ok())
+        .unwrap_or_else(|| Error::TimestampOutsideIds { unix_second: second }.raise()) as i64
 }
 
 /// A node of the application pool, leased to `holder` for `seconds` from now: the window to pass

@@ -195,6 +195,7 @@ mod invisible;
 pub mod keeper;
 pub mod layout;
 pub mod lease;
+pub mod ordered;
 pub mod secret;
 pub mod sparx;
 pub mod words;

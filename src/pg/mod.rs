@@ -11,6 +11,7 @@ pub mod guc;
 mod headers;
 pub mod identity;
 pub mod log_hook;
+pub mod message;
 pub mod parse_tree;
 pub mod shmem;
 pub mod statement;

@@ -1,0 +1,333 @@
+"""randflake_key: the plain value on disk, the encrypted ID everywhere an ID travels. Its text and
+binary forms against randflake_to_string() and bigint's, bad input, the casts and the plans they
+allow, the generator, time ranges, who may learn the plain value, a server without a secret,
+COPY, pg_dump/pg_restore, parallel workers, logical decoding through a walsender, and moving a
+bigint column to the type and back."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+
+import psycopg
+import pytest
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+
+from conftest import pg_config, sql_error
+
+KEYED = "CREATE TABLE {name} (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text)"
+
+
+def keyed_table(conn, name: str, rows: int) -> None:
+    conn.execute(KEYED.format(name=name))
+    conn.execute(f"INSERT INTO {name} (note) SELECT 'row ' || n FROM generate_series(1, %s) n", (rows,))
+
+
+def public_ids(conn, table: str) -> list[int]:
+    """The public IDs of `table`, sorted as bigints."""
+    return [row[0] for row in conn.execute(f"SELECT id::bigint FROM {table} ORDER BY 1").fetchall()]
+
+
+def pg_tool(cluster, tool: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [f"{pg_config('--bindir')}/{tool}", "-h", str(cluster.dir), "-p", str(cluster.port), "-U", "postgres", *args],
+        check=True, capture_output=True, text=True,
+    )
+
+
+class WireKey(bytes):
+    """Bytes sent as a randflake_key parameter in binary format, as a driver would."""
+
+
+def binary_key_dumper(conn) -> None:
+    oid = conn.execute("SELECT 'randflake_key'::regtype::oid").fetchone()[0]
+
+    class KeyDumper(Dumper):
+        format = Format.BINARY
+
+        def dump(self, obj):
+            return bytes(obj)
+
+    KeyDumper.oid = oid
+    conn.adapters.register_dumper(WireKey, KeyDumper)
+
+
+def test_text_json_and_binary_forms_are_the_public_id(shared_cluster):
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "forms", 300)
+        rows = conn.execute(
+            "SELECT id::text, randflake_to_string(id::bigint), to_json(id)::text, id::bigint, id::randflake_id::text,"
+            " (id::bigint)::randflake_key = id FROM forms"
+        ).fetchall()
+        for text, canonical, as_json, public, as_randflake_id, back in rows:
+            assert text == canonical == as_randflake_id
+            assert json.loads(as_json) == canonical
+            assert back
+        # Binary output is bigint's eight bytes of the public ID.
+        with conn.cursor(binary=True) as cursor:
+            binary = cursor.execute("SELECT id, id::bigint FROM forms").fetchall()
+        assert all(wire == struct.pack(">q", public) for wire, public in binary)
+        # Text and binary input: the canonical string, a bigint and eight bytes all find the row.
+        binary_key_dumper(conn)
+        text, _, _, public, _, _ = rows[7]
+        for parameter in (text, public, WireKey(struct.pack(">q", public))):
+            found = conn.execute("SELECT id::text FROM forms WHERE id = %s", (parameter,)).fetchall()
+            assert found == [(text,)], parameter
+        assert conn.execute("SELECT %s::randflake_key::text", (WireKey(struct.pack(">q", public)),)).fetchone() == (text,)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "00", "0a", "ABC", " 1", "1 ", "1=", "w", "g000000000000", "vvvvvvvvvvvvvv", "1" * 40, "é"],
+)
+def test_non_canonical_strings_are_refused(shared_cluster, text):
+    with shared_cluster.connect() as conn:
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute("SELECT %s::randflake_key", (text,))
+        error = caught.value
+        assert error.sqlstate == "22P02", error
+        assert "base32hex" in error.diag.message_hint
+
+
+def test_binary_input_of_the_wrong_length_is_refused(shared_cluster):
+    with shared_cluster.connect() as conn:
+        binary_key_dumper(conn)
+        for wire in (b"", b"1234", b"123456789"):
+            with pytest.raises(psycopg.Error) as caught:
+                conn.execute("SELECT %s::randflake_key", (WireKey(wire),))
+            assert caught.value.sqlstate == "22P03", caught.value
+            assert f"{len(wire)} bytes instead of 8" in caught.value.diag.message_primary
+            assert "bigint" in caught.value.diag.message_hint
+
+
+def test_equality_with_text_bigint_and_string_parameters_uses_the_index(shared_cluster):
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "lookups", 2000)
+        conn.execute("ANALYZE lookups")
+        text, public = conn.execute("SELECT l.id::text, l.id::bigint FROM lookups l ORDER BY l.id OFFSET 1000 LIMIT 1").fetchone()
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        for name, parameter_type, value in (("by_text", "(text)", f"'{text}'"), ("by_bigint", "(bigint)", str(public)),
+                                            ("by_string", "", f"'{text}'")):
+            conn.execute(f"PREPARE {name}{parameter_type} AS SELECT id::text FROM lookups WHERE id = $1")
+            assert conn.execute(f"EXECUTE {name}({value})").fetchall() == [(text,)]
+            plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN EXECUTE {name}({value})"))
+            assert "Scan using lookups_pkey" in plan, plan
+            assert "$1" in plan, plan  # the generic plan: the parameter is not folded into a constant
+
+
+def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE TABLE made (n serial, id randflake_key NOT NULL DEFAULT randflake_next_key(),"
+                     " from_next randflake_key DEFAULT randflake_next())")
+        for _ in range(3):
+            conn.execute("INSERT INTO made (n) SELECT nextval('made_n_seq') FROM generate_series(1, 100)")
+        # One backend: sorting by the key is sorting by creation.
+        by_key = [row[0] for row in conn.execute("SELECT n FROM made ORDER BY id")]
+        assert by_key == sorted(by_key)
+        # The plain value decodes like the public ID, and both generators draw from one sequence of IDs.
+        decoded = conn.execute(
+            "SELECT randflake_decode(id) = randflake_decode(id::bigint),"
+            " randflake_decode(from_next) = randflake_decode(from_next::bigint) FROM made"
+        ).fetchall()
+        assert all(a and b for a, b in decoded)
+        assert conn.execute("SELECT count(DISTINCT x) FROM (SELECT id FROM made UNION ALL SELECT from_next FROM made) s(x)"
+                            ).fetchone() == (600,)
+
+
+def test_a_time_range_is_an_index_range_scan(shared_cluster):
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "timed", 3000)
+        conn.execute("ANALYZE timed")
+        first, last = conn.execute("SELECT min(randflake_timestamp(id)), max(randflake_timestamp(id)) FROM timed").fetchone()
+        conn.execute("SET enable_seqscan = off")
+        condition = "id >= randflake_key_lowest(%s) AND id < randflake_key_lowest(%s::timestamptz + interval '1 second')"
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN SELECT count(*) FROM timed WHERE {condition}", (first, last)))
+        assert "Index" in plan and "timed_pkey" in plan, plan
+        assert conn.execute(f"SELECT count(*) FROM timed WHERE {condition}", (first, last)).fetchone() == (3000,)
+        assert conn.execute(f"SELECT count(*) FROM timed WHERE {condition}", (first, first)).fetchone() == conn.execute(
+            "SELECT count(*) FROM timed WHERE randflake_timestamp(id) = %s", (first,)).fetchone()
+        error = sql_error(conn, "SELECT randflake_key_lowest('2020-01-01')")
+        assert error.sqlstate == "22008" and "1730000000" in error.diag.message_hint
+
+
+def test_declarative_partitions_by_time_route_and_prune(shared_cluster):
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE TABLE events (id randflake_key NOT NULL DEFAULT randflake_next_key(), note text)"
+                     " PARTITION BY RANGE (id)")
+        # The recipe of docs/sql-reference.md's randflake_key section: a partition a day.
+        conn.execute("""
+            DO $$
+            DECLARE day date;
+            BEGIN
+                FOR day IN SELECT generate_series(current_date - 1, current_date + 1, interval '1 day')::date LOOP
+                    EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
+                                   'events_' || to_char(day, 'YYYYMMDD'),
+                                   randflake_key_lowest(day::timestamptz), randflake_key_lowest(day::timestamptz + interval '1 day'));
+                END LOOP;
+            END $$""")
+        conn.execute("INSERT INTO events (note) SELECT 'e' FROM generate_series(1, 50)")
+        today = conn.execute("SELECT 'events_' || to_char(current_date, 'YYYYMMDD')").fetchone()[0]
+        placed = conn.execute("SELECT tableoid::regclass::text, count(*) FROM events GROUP BY 1").fetchall()
+        assert placed == [(today, 50)]
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN SELECT * FROM events WHERE id >= randflake_key_lowest(current_date::timestamptz)"
+            " AND id < randflake_key_lowest(current_date + 1)"))
+        scanned = {word for word in plan.replace("(", " ").split() if word.startswith("events_")}
+        assert scanned == {today} or "Subplans Removed: 2" in plan, plan
+
+
+def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluster):
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE ROLE outsider_key LOGIN")
+        keyed_table(conn, "private", 10)
+        conn.execute("GRANT SELECT ON private TO outsider_key")
+    with shared_cluster.connect(user="outsider_key") as conn:
+        # What a plain role may do: read the public IDs, compare and look up.
+        text = conn.execute("SELECT id::text FROM private ORDER BY id LIMIT 1").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM private WHERE id = %s", (text,)).fetchone() == (1,)
+        for call in ("randflake_decode(id)", "randflake_timestamp(id)", "randflake_node_id(id)", "randflake_sequence(id)",
+                     "randflake_key_hash(id)", "randflake_key_hash_extended(id, 0)", "randflake_key_lowest(now())",
+                     "randflake_key_highest(now())"):
+            error = sql_error(conn, f"SELECT {call} FROM private")
+            assert error.sqlstate == "42501", (call, error)
+    with shared_cluster.connect() as conn:
+        # Every function a role without grants may execute that takes a randflake_key returns
+        # nothing that holds its plain value: a key (shown encrypted), a comparison, or the public ID.
+        callable_ = conn.execute("""
+            SELECT p.oid::regprocedure::text, p.prorettype::regtype::text
+              FROM pg_proc p
+             WHERE 'randflake_key'::regtype = ANY (p.proargtypes)
+               AND has_function_privilege('outsider_key', p.oid, 'EXECUTE')""").fetchall()
+        allowed = {"randflake_key", "boolean", "integer", "bigint", "randflake_id", "cstring", "bytea"}
+        assert {returned for _, returned in callable_} <= allowed, callable_
+        integer_results = {name for name, returned in callable_ if returned in {"integer", "bigint"}}
+        assert integer_results == {"randflake_key_cmp(randflake_key,randflake_key)",
+                                   "randflake_key_to_bigint(randflake_key)"}, integer_results
+
+
+def test_without_a_secret_input_and_output_fail_cleanly(cluster):
+    with cluster.connect() as conn:
+        keyed_table(conn, "kept", 5)
+        expected = public_ids(conn, "kept")
+    cluster.configure("randflake.secret_file = ''")
+    cluster.stop()
+    cluster.start()
+    with cluster.connect() as conn:
+        for statement in ("SELECT id FROM kept", "SELECT '1'::randflake_key", "SELECT id::bigint FROM kept",
+                          "SELECT 5::bigint::randflake_key"):
+            error = sql_error(conn, statement)
+            assert error.sqlstate == "55000", (statement, error)
+            assert "randflake.secret_file" in error.diag.message_hint
+        with pytest.raises(psycopg.Error) as caught, conn.cursor() as cursor, cursor.copy("COPY kept TO STDOUT") as copy:
+            list(copy)
+        assert caught.value.sqlstate == "55000"
+        with conn.cursor(binary=True) as cursor:
+            with pytest.raises(psycopg.Error) as caught:
+                cursor.execute("SELECT id FROM kept")
+            assert caught.value.sqlstate == "55000"
+        # What needs no secret still works: ordering and counting the plain values.
+        assert conn.execute("SELECT count(*) FROM kept a JOIN kept b ON a.id < b.id").fetchone() == (10,)
+    cluster.configure("randflake.secret_file = 'randflake.key'")
+    cluster.reload()
+    with cluster.connect() as conn:
+        assert public_ids(conn, "kept") == expected
+    assert "terminated by signal" not in cluster.log()
+
+
+def test_copy_text_and_binary_round_trip(shared_cluster):
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "copied", 500)
+        conn.execute("CREATE TABLE copied_text (LIKE copied)")
+        conn.execute("CREATE TABLE copied_binary (LIKE copied)")
+        with conn.cursor() as cursor:
+            with cursor.copy("COPY copied (id) TO STDOUT") as copy:
+                text = b"".join(bytes(chunk) for chunk in copy)
+            with cursor.copy("COPY copied TO STDOUT (FORMAT binary)") as copy:
+                binary = b"".join(bytes(chunk) for chunk in copy)
+            with cursor.copy("COPY copied_text (id) FROM STDIN") as copy:
+                copy.write(text)
+            with cursor.copy("COPY copied_binary FROM STDIN (FORMAT binary)") as copy:
+                copy.write(binary)
+        strings = sorted(text.decode().split())
+        assert strings == sorted(row[0] for row in conn.execute("SELECT randflake_to_string(id::bigint) FROM copied"))
+        expected = public_ids(conn, "copied")
+        assert public_ids(conn, "copied_text") == expected == public_ids(conn, "copied_binary")
+        # Binary COPY carries the public ID: bigint's bytes, readable into a bigint column.
+        conn.execute("CREATE TABLE copied_bigint (id bigint, note text)")
+        with conn.cursor() as cursor, cursor.copy("COPY copied_bigint FROM STDIN (FORMAT binary)") as copy:
+            copy.write(binary)
+        assert public_ids(conn, "copied_bigint") == expected
+
+
+@pytest.mark.parametrize("dump_format", ["plain", "custom", "directory"])
+def test_pg_dump_and_pg_restore_keep_the_public_ids(cluster, tmp_path, dump_format):
+    with cluster.connect() as conn:
+        conn.execute("CREATE DATABASE app")
+    with cluster.connect("app") as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        keyed_table(conn, "orders", 1000)
+        expected = public_ids(conn, "orders")
+        conn.execute("CREATE DATABASE restored")
+    dump = tmp_path / "dump"
+    pg_tool(cluster, "pg_dump", f"--format={dump_format}", f"--file={dump}", "app")
+    if dump_format == "plain":
+        pg_tool(cluster, "psql", "-X", "-v", "ON_ERROR_STOP=1", "-q", "-d", "restored", "-f", str(dump))
+    else:
+        pg_tool(cluster, "pg_restore", "--exit-on-error", "--dbname=restored", str(dump))
+    with cluster.connect("restored") as conn:
+        assert public_ids(conn, "orders") == expected
+        assert conn.execute("SELECT count(*) FROM orders WHERE id > (SELECT id FROM orders ORDER BY id LIMIT 1)"
+                            ).fetchone() == (999,)
+
+
+def test_parallel_workers_print_and_parse_keys(shared_cluster):
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "wide", 20000)
+        conn.execute("ANALYZE wide")
+        for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
+                        "max_parallel_workers_per_gather = 2", "force_parallel_mode = on"):
+            conn.execute(f"SET {setting}")
+        query = ("SELECT count(*) FROM wide WHERE id::text = randflake_to_string(id::bigint)"
+                 " AND id = id::text::randflake_key AND id::bigint::randflake_key = id")
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN (ANALYZE, VERBOSE) {query}"))
+        assert "Workers Launched: 2" in plan, plan
+        assert conn.execute(query).fetchone() == (20000,)
+
+
+def test_a_walsender_decodes_keys_as_their_public_ids(make_cluster, tmp_path):
+    cluster = make_cluster("wal_level = logical", "max_wal_senders = 4", "max_replication_slots = 4")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        conn.execute(KEYED.format(name="decoded"))
+        conn.execute("SELECT pg_create_logical_replication_slot('keys', 'test_decoding')")
+        conn.execute("INSERT INTO decoded (note) SELECT 'row' FROM generate_series(1, 20)")
+        end = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        expected = sorted(row[0] for row in conn.execute("SELECT randflake_to_string(id::bigint) FROM decoded"))
+    # pg_recvlogical reads through a walsender, which prints each key with the type's output.
+    out = tmp_path / "changes"
+    pg_tool(cluster, "pg_recvlogical", "-d", "postgres", "--slot=keys", "--start", f"--endpos={end}", "-f", str(out),
+            "--no-loop")
+    changes = out.read_text()
+    printed = sorted(line.split("id[public.randflake_key]:'")[1].split("'")[0] for line in changes.splitlines()
+                     if "table public.decoded" in line)
+    assert printed == expected, changes[:2000]
+
+
+def test_alter_column_type_to_the_key_and_back_keeps_the_public_ids(shared_cluster):
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE TABLE moved (id bigint PRIMARY KEY DEFAULT randflake_next(), note text)")
+        conn.execute("INSERT INTO moved (note) SELECT 'm' FROM generate_series(1, 1000)")
+        before = public_ids(conn, "moved")
+        conn.execute("ALTER TABLE moved ALTER COLUMN id DROP DEFAULT,"
+                     " ALTER COLUMN id TYPE randflake_key USING id::randflake_key,"
+                     " ALTER COLUMN id SET DEFAULT randflake_next_key()")
+        assert public_ids(conn, "moved") == before
+        conn.execute("INSERT INTO moved (note) VALUES ('after')")
+        conn.execute("ALTER TABLE moved ALTER COLUMN id DROP DEFAULT,"
+                     " ALTER COLUMN id TYPE bigint USING id::bigint,"
+                     " ALTER COLUMN id SET DEFAULT randflake_next()")
+        after = public_ids(conn, "moved")
+        assert set(before) < set(after) and len(after) == 1001
