@@ -17,7 +17,8 @@ Proven on real servers with real streaming replication:
   nothing but a WARNING; then the standby is promoted and the members pointed at it. Under load
   throughout, no ID is issued by both members, and each reported its commits unconfirmed. With
   the keeper's rule switched off (a build with randflake/fault-grant-uncertain-commits) the same
-  test finds thousands of IDs issued by both.
+  test finds thousands of IDs issued by both;
+* a member set up without the coordinator's commit evidence refuses the lease table, naming it.
 """
 
 from __future__ import annotations
@@ -336,3 +337,34 @@ def accepts_connections(cluster: Cluster) -> bool:
         return True
     except psycopg.OperationalError:
         return False
+
+
+@needs_postgres_fdw
+def test_a_member_without_the_commit_evidence_writes_no_lease(make_cluster):
+    """A member set up as before 0.6.0 (only node_leases imported) could confirm no commit: its
+    keeper refuses the lease table, says what to import, and writes nothing there."""
+    coordinator = make_cluster("randflake.node_source = 'off'")
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    member = make_cluster(*member_settings())
+    member.start()
+    join_fleet(member, coordinator)
+    with member.connect() as conn:
+        wait_for(lambda: status(conn)["state"] == "active", 30, "the member's first lease")
+        conn.execute("DROP FOREIGN TABLE randflake_fleet.commit_evidence")
+
+        def refusal() -> str | None:
+            state = status(conn)["state"]
+            return state if "commit_evidence is missing" in state else None
+
+        state = wait_for(refusal, 30, "the keeper to refuse the lease table without its evidence")
+        assert "refusing the lease table: randflake_fleet.commit_evidence is missing" in state, state
+        assert "import it from the coordinator beside the lease table" in state, state
+    with coordinator.connect() as conn:
+        leases = conn.execute("SELECT count(*), max(lease_end) FROM randflake.node_leases").fetchone()
+    with member.connect() as conn:
+        # Nothing is renewed any more: the row stays as it was once the keeper refused.
+        wait_for(lambda: status(conn)["issuable_through"] <= time.time(), 30, "the member's lease to run out")
+    with coordinator.connect() as conn:
+        assert conn.execute("SELECT count(*), max(lease_end) FROM randflake.node_leases").fetchone() == leases
