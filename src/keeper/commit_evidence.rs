@@ -71,7 +71,8 @@ impl EvidenceReader {
     }
 
     /// After a commit made on `written_on` returned: readings in transactions of their own until
-    /// one shows it durable, or the tick's time for them is up. Leaves no transaction open.
+    /// one shows it durable, or the tick's time for them is up. Leaves no transaction open, unless
+    /// a reading failed (the caller aborts it).
     pub fn after_commit(&self, written_on: WalServer) -> Result<CommitEvidence, SpiError> {
         let first = self.read_alone()?;
         let mut evidence = CommitEvidence::Read { written_on, first, latest: first };
