@@ -171,7 +171,7 @@ CREATE SERVER randflake_coordinator FOREIGN DATA WRAPPER postgres_fdw
              keepalives_count '3', tcp_user_timeout '10000');
 CREATE USER MAPPING FOR postgres SERVER randflake_coordinator OPTIONS (user 'postgres');
 CREATE SCHEMA randflake_fleet;
-IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases) FROM SERVER randflake_coordinator INTO randflake_fleet;
+IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases, commit_evidence) FROM SERVER randflake_coordinator INTO randflake_fleet;
 CREATE EXTENSION randflake_pg;
 CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), made timestamptz DEFAULT clock_timestamp());
 EOF

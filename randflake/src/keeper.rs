@@ -8,8 +8,9 @@
 //!
 //! The rules that keep leases safe:
 //! 1. a lease, a renewal or a high-water mark reaches the [`Board`] (and so the backends that
-//!    issue IDs) only after the transaction that wrote it committed *durably*: a commit whose
-//!    outcome is uncertain ([`Commit::Uncertain`]) counts as not granted;
+//!    issue IDs) only after the transaction that wrote it committed *durably*, as the server
+//!    holding the table shows ([`crate::durability`]): a commit it does not show durable
+//!    ([`Commit::Uncertain`]) counts as not granted;
 //! 2. a lease found gone, cut short or expired in the table is withdrawn from the board before
 //!    anything else happens;
 //! 3. a new lease of a node starts after every earlier lease of that node ended (the table
@@ -22,6 +23,7 @@
 
 use core::fmt;
 
+pub use crate::durability::{Commit, CommitEvidence};
 use crate::layout::MAX_NODE;
 use crate::lease::{Lease, Terms};
 
@@ -88,16 +90,6 @@ pub enum TableCheck {
     Refused(String),
 }
 
-/// How a commit ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Commit {
-    /// Committed as durably as the server storing it is configured to commit.
-    Durable,
-    /// Committed locally at least, but whether durably is not known: the wait for synchronous
-    /// standbys was interrupted, say. Counts as not granted.
-    Uncertain,
-}
-
 /// A failure of the lease table or the way to it; the tick's transaction is then abandoned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreError(pub String);
@@ -134,8 +126,9 @@ pub trait LeaseStore {
     /// before `before`: older leases whose every bound `lease`'s row keeps, since it starts
     /// after them. They only make the table grow.
     fn prune_inside(&mut self, lease: &Lease, before: u64) -> Result<(), StoreError>;
-    /// Commits the transaction.
-    fn commit(&mut self) -> Result<Commit, StoreError>;
+    /// Commits the transaction and, if `needs_evidence`, reads back from the server holding the
+    /// table whether the commit is durable ([`crate::durability`]); otherwise nothing is read.
+    fn commit(&mut self, needs_evidence: bool) -> Result<CommitEvidence, StoreError>;
 }
 
 /// What the server remembers of its lease across restarts of the keeper, and shows its
@@ -247,9 +240,11 @@ impl Keeper {
                 Some(stored) if !intact(&stored, &lease) => Withdrawal::CutShort,
                 Some(_) => match self.terms.renewal(&lease, now) {
                     None => {
-                        return Ok(match self.commit(store, board, &unconfirmed)? {
+                        // Only the deletion of unconfirmed rows needs its commit known durable.
+                        let needs_evidence = !unconfirmed.is_empty();
+                        return Ok(match self.commit(store, board, &unconfirmed, needs_evidence)? {
                             Commit::Durable | Commit::Uncertain => Outcome::Holding,
-                        })
+                        });
                     }
                     Some((end, used_through)) => match store.renew(key, end, used_through, now)? {
                         Some((end, used_through)) => {
@@ -259,7 +254,7 @@ impl Keeper {
                             // unconfirmed; and only those that ended before now, since one
                             // ending later, before this lease starts, may still be in use.
                             store.prune_inside(&renewed, now.min(renewed.start))?;
-                            return Ok(if granted(self.commit(store, board, &unconfirmed)?) {
+                            return Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
                                 board.publish(renewed, true);
                                 Outcome::Renewed(renewed)
                             } else {
@@ -279,7 +274,7 @@ impl Keeper {
         // leaves the next one the row to delete.
         board.remember_unconfirmed(LeaseKey::from(&lease));
         store.insert(&lease)?;
-        Ok(if granted(self.commit(store, board, &unconfirmed)?) {
+        Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
             board.forget_unconfirmed();
             board.publish(lease, false);
             Outcome::Taken(lease)
@@ -288,14 +283,16 @@ impl Keeper {
         })
     }
 
-    /// Commits; a durable commit also confirms the deletion of the unconfirmed leases.
+    /// Commits, and judges the store's evidence of the commit; a durable commit also confirms
+    /// the deletion of the unconfirmed leases.
     fn commit(
         &self,
         store: &mut impl LeaseStore,
         board: &mut impl Board,
         deleted: &[LeaseKey],
+        needs_evidence: bool,
     ) -> Result<Commit, StoreError> {
-        let commit = store.commit()?;
+        let commit = store.commit(needs_evidence)?.commit();
         if commit == Commit::Durable && !deleted.is_empty() && board.unconfirmed() == deleted {
             board.forget_unconfirmed();
         }
@@ -331,7 +328,7 @@ impl Keeper {
 }
 
 /// Rule 1: whether a commit grants what it wrote. The `fault-grant-uncertain-commits` feature
-/// breaks the rule on purpose, for the fleet simulation's proof that it finds the duplicates
+/// breaks the rule on purpose (every commit that returned counts, evidence or not), for the fleet simulation's proof that it finds the duplicates
 /// this rule prevents; no build of randflake_pg enables it.
 fn granted(commit: Commit) -> bool {
     commit == Commit::Durable || cfg!(feature = "fault-grant-uncertain-commits")
@@ -412,6 +409,7 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::durability::{WalReading, WalServer};
     use crate::lease::HIGH_WATER_LEAD;
     use std::collections::BTreeMap;
 
@@ -474,8 +472,13 @@ mod tests {
                 .retain(|key, row| !(key.first_node >= lease.first_node && row.0 <= lease.last_node && row.1 < before));
             Ok(())
         }
-        fn commit(&mut self) -> Result<Commit, StoreError> {
-            Ok(self.next_commit.take().unwrap_or(Commit::Durable))
+        /// The server shows the commit durable, unless the test made it uncertain: then its
+        /// standby stays one position short.
+        fn commit(&mut self, _needs_evidence: bool) -> Result<CommitEvidence, StoreError> {
+            let server = WalServer { system_identifier: 1, timeline: 1 };
+            let durable = if self.next_commit.take() == Some(Commit::Uncertain) { 99 } else { 100 };
+            let reading = WalReading { server, insert: 100, durable: Some(durable) };
+            Ok(CommitEvidence::Read { written_on: server, first: reading, latest: reading })
         }
     }
 

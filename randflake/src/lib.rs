@@ -189,6 +189,7 @@ pub mod app_lease;
 pub mod backend;
 pub mod batch;
 pub mod codec;
+pub mod durability;
 pub mod generator;
 pub mod id;
 mod invisible;

@@ -5,8 +5,11 @@
 //! ([`randflake::backend::Backend`]), exactly as randflake_pg's keeper and backends do over SQL
 //! and shared memory. Around them everything fails: the coordinator's primary is killed and its
 //! standby promoted, losing what was not replicated; its standby goes away and the formation
-//! drops to asynchronous replication; commits end uncertain (a synchronous standby that did not
-//! confirm in time) or succeed with the reply lost; members are cut off from the coordinator,
+//! drops to asynchronous replication; commits are left on the primary alone (their wait for the
+//! synchronous standby cut short, by the member's own deadline or by a cancel on the
+//! coordinator's side that the member never hears of: either way its COMMIT returns success) or
+//! succeed with the reply lost; a member learns whether a commit is durable only from what the
+//! coordinator shows of its WAL positions afterwards (`randflake::durability`); members are cut off from the coordinator,
 //! crash and restart with empty shared memory, or lose only their keeper; their clocks are
 //! skewed and stepped back and forth. After every run of IDs the simulation checks that no
 //! (second, node, sequence) has been issued twice.
@@ -18,8 +21,9 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server};
+use randflake::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::keeper::{
-    Board, Commit, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
+    Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
 };
 use randflake::{Lease, Terms};
 
@@ -94,11 +98,16 @@ fn apply(rows: &mut Rows, write: &Write) {
 }
 
 /// The coordinator: a primary, and a standby that replays what the primary committed, in order.
+/// WAL positions count commits: the primary's insert position, and how far the standby has
+/// flushed; a promotion starts a new timeline from the standby's position.
 struct Coordinator {
     primary: Rows,
     standby: Rows,
     /// Committed on the primary, not yet replayed on the standby, oldest first.
     unreplicated: VecDeque<Vec<Write>>,
+    timeline: u32,
+    wal_inserted: u64,
+    standby_flushed: u64,
     primary_up: bool,
     standby_attached: bool,
     /// synchronous_standby_names names the standby: lease commits wait for it, and the
@@ -115,6 +124,9 @@ impl Coordinator {
             primary: Rows::new(),
             standby: Rows::new(),
             unreplicated: VecDeque::new(),
+            timeline: 1,
+            wal_inserted: 0,
+            standby_flushed: 0,
             primary_up: true,
             standby_attached: true,
             synchronous: true,
@@ -128,7 +140,40 @@ impl Coordinator {
         while let Some(writes) = self.unreplicated.pop_front() {
             writes.iter().for_each(|write| apply(&mut self.standby, write));
         }
+        self.standby_flushed = self.wal_inserted;
         self.async_commits_pending = false;
+    }
+
+    /// A commit on the primary: its writes, and its end position.
+    fn commit_on_primary(&mut self, writes: Vec<Write>) {
+        writes.iter().for_each(|write| apply(&mut self.primary, write));
+        self.unreplicated.push_back(writes);
+        self.wal_inserted += 1;
+    }
+
+    /// The standby, caught up, attaches again.
+    fn attach_standby(&mut self) {
+        self.standby = self.primary.clone();
+        self.unreplicated.clear();
+        self.standby_flushed = self.wal_inserted;
+        self.async_commits_pending = false;
+        self.standby_attached = true;
+    }
+
+    fn server(&self) -> WalServer {
+        WalServer { system_identifier: 42, timeline: self.timeline }
+    }
+
+    /// What randflake.commit_evidence shows on the primary: durable through the standby's
+    /// flush while synchronous, through its own flush while not, and nothing while the standby
+    /// it waits for is away.
+    fn reading(&self) -> WalReading {
+        let durable = match (self.synchronous, self.standby_attached) {
+            (false, _) => Some(self.wal_inserted),
+            (true, true) => Some(self.standby_flushed),
+            (true, false) => None,
+        };
+        WalReading { server: self.server(), insert: self.wal_inserted, durable }
     }
 
     /// The primary dies and the monitor promotes the standby, if it has every commit a client
@@ -140,6 +185,8 @@ impl Coordinator {
         }
         self.primary = self.standby.clone();
         self.unreplicated.clear();
+        self.wal_inserted = self.standby_flushed;
+        self.timeline += 1;
         self.standby_attached = false;
         self.primary_up = true;
         self.failovers += 1;
@@ -152,8 +199,10 @@ impl Coordinator {
 enum Fate {
     /// Committed and confirmed.
     Plain,
-    /// Committed on the primary, but the wait for the synchronous standby was cut short.
-    Uncertain,
+    /// Committed on the primary, but the wait for the synchronous standby was cut short: by the
+    /// member's deadline, or by a cancel on the coordinator's side. The member's COMMIT returns
+    /// success either way, and only what the coordinator shows afterwards tells.
+    LocalOnly,
     /// Committed as durably as the coordinator is configured, but the reply was lost.
     ReplyLost,
 }
@@ -167,6 +216,8 @@ struct Transaction<'a> {
     writes: Vec<Write>,
     reachable: bool,
     fate: Fate,
+    /// Whether the standby catches up while the member polls for evidence.
+    standby_catches_up: bool,
 }
 
 impl Transaction<'_> {
@@ -270,38 +321,41 @@ impl LeaseStore for Transaction<'_> {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<Commit, StoreError> {
+    fn commit(&mut self, needs_evidence: bool) -> Result<CommitEvidence, StoreError> {
         self.reach()?;
         let writes = std::mem::take(&mut self.writes);
-        if writes.is_empty() {
-            return Ok(Commit::Durable);
-        }
         let coordinator = &mut *self.coordinator;
-        if coordinator.synchronous && !coordinator.standby_attached {
-            return Err(StoreError("randflake_pg: 0 of the 1 synchronous standbys are connected".into()));
-        }
-        writes.iter().for_each(|write| apply(&mut coordinator.primary, write));
-        coordinator.unreplicated.push_back(writes);
-        if !coordinator.synchronous {
-            coordinator.async_commits_pending = true;
-            return if self.fate == Fate::ReplyLost {
-                Err(StoreError("server closed the connection".into()))
-            } else {
-                Ok(Commit::Durable)
-            };
-        }
-        match self.fate {
-            // Left on the primary alone; it replicates later, or dies with the primary.
-            Fate::Uncertain => Ok(Commit::Uncertain),
-            Fate::Plain => {
-                coordinator.replicate();
-                Ok(Commit::Durable)
+        let written_on = coordinator.server();
+        if !writes.is_empty() {
+            if coordinator.synchronous && !coordinator.standby_attached {
+                return Err(StoreError("randflake_pg: 0 of the 1 synchronous standbys are connected".into()));
             }
-            Fate::ReplyLost => {
-                coordinator.replicate();
-                Err(StoreError("server closed the connection unexpectedly".into()))
+            coordinator.commit_on_primary(writes);
+            if !coordinator.synchronous {
+                coordinator.async_commits_pending = true;
+            }
+            match self.fate {
+                // Left on the primary alone; it replicates later, or dies with the primary.
+                Fate::LocalOnly => {}
+                Fate::Plain if coordinator.synchronous => coordinator.replicate(),
+                Fate::Plain => {}
+                Fate::ReplyLost => {
+                    if coordinator.synchronous {
+                        coordinator.replicate();
+                    }
+                    return Err(StoreError("server closed the connection unexpectedly".into()));
+                }
             }
         }
+        if !needs_evidence {
+            return Ok(CommitEvidence::NotRead);
+        }
+        // Read in a new transaction after the commit returned, and polled while it is short.
+        let first = coordinator.reading();
+        if self.standby_catches_up && coordinator.standby_attached {
+            coordinator.replicate();
+        }
+        Ok(CommitEvidence::Read { written_on, first, latest: coordinator.reading() })
     }
 }
 
@@ -538,10 +592,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             note(&mut history, now_ms, "standby went away".into());
         }
         if !coordinator.standby_attached && random.chance(2_000) {
-            coordinator.standby = coordinator.primary.clone();
-            coordinator.unreplicated.clear();
-            coordinator.async_commits_pending = false;
-            coordinator.standby_attached = true;
+            coordinator.attach_standby();
             coordinator.synchronous = true;
             standby_away_since = None;
             note(&mut history, now_ms, "standby attached, caught up, synchronous again".into());
@@ -580,7 +631,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
         if now_ms >= member.next_tick_at {
             member.next_tick_at = now_ms + 1_000;
             let fate = match random.below(100) {
-                0..=7 => Fate::Uncertain,
+                0..=7 => Fate::LocalOnly,
                 8..=10 => Fate::ReplyLost,
                 _ => Fate::Plain,
             };
@@ -591,6 +642,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
                 writes: Vec::new(),
                 reachable: now_ms >= member.cut_off_until,
                 fate,
+                standby_catches_up: random.chance(250_000),
                 coordinator: &mut coordinator,
             };
             let tick = member.keeper.tick(now, &mut transaction, &mut member.memory);

@@ -3,6 +3,7 @@
 //! checks and renews the lease and publishes it to the backends through `shmem::lease_board`.
 #![forbid(unsafe_code)]
 
+mod commit_evidence;
 mod holder;
 mod launcher;
 mod runtime;

@@ -7,6 +7,8 @@
 //! change it: it and its schema belong to superusers, and the functions of its triggers too;
 //! in range mode it is the table that CREATE EXTENSION randflake_pg made (a member of the
 //! extension); in fleet mode it is that table or a foreign table whose server a superuser owns.
+//! The relation the keeper reads its commits' evidence from, beside the lease table, is checked
+//! the same way (the extension's view, or a foreign table).
 //!
 //! The check reads only pg_catalog: relations and functions named with their schema, operators
 //! found through the keeper's pinned `search_path`, which holds nothing else.
@@ -53,8 +55,26 @@ SELECT c.relkind::text,
  WHERE n.nspname = $1::pg_catalog.name
    AND c.relname = $2::pg_catalog.name";
 
+/// What the keeper uses a relation for: the extension's own one is of a kind of its own.
+#[derive(Clone, Copy)]
+enum Use {
+    /// The lease table, `randflake.node_leases` in the extension.
+    LeaseTable,
+    /// The commit evidence, the view `randflake.commit_evidence` in the extension.
+    CommitEvidence,
+}
+
 /// Looks at `schema.table` as the keeper's lease table; `foreign_allowed` in fleet mode.
 pub fn vet(schema: &str, table: &str, foreign_allowed: bool) -> Verdict {
+    vet_for(Use::LeaseTable, schema, table, foreign_allowed)
+}
+
+/// Looks at `schema.relation` as the relation the keeper reads its commits' evidence from.
+pub fn vet_commit_evidence(schema: &str, relation: &str, foreign_allowed: bool) -> Verdict {
+    vet_for(Use::CommitEvidence, schema, relation, foreign_allowed)
+}
+
+fn vet_for(usage: Use, schema: &str, table: &str, foreign_allowed: bool) -> Verdict {
     let found = Spi::connect(|client| {
         let rows = client.select(QUERY, Some(1), &[schema.into(), table.into()])?;
         if rows.is_empty() {
@@ -77,7 +97,7 @@ pub fn vet(schema: &str, table: &str, foreign_allowed: bool) -> Verdict {
     });
     match found {
         Ok(None) => Verdict::Missing,
-        Ok(Some(found)) => match found.refusal(foreign_allowed) {
+        Ok(Some(found)) => match found.refusal(usage, foreign_allowed) {
             None => Verdict::Trusted,
             Some(reason) => Verdict::Refused(format!(
                 "{}.{} {reason}",
@@ -105,14 +125,18 @@ struct Found {
 
 impl Found {
     /// Why the keeper must not use this relation, or `None` when it may.
-    fn refusal(&self, foreign_allowed: bool) -> Option<String> {
-        let own_table = self.kind == "r" && self.extension_member;
+    fn refusal(&self, usage: Use, foreign_allowed: bool) -> Option<String> {
+        let (own_kind, what) = match usage {
+            Use::LeaseTable => ("r", "lease table"),
+            Use::CommitEvidence => ("v", "commit evidence view"),
+        };
+        let own_table = self.kind == own_kind && self.extension_member;
         let foreign_table = foreign_allowed && self.kind == "f";
         if !own_table && !foreign_table {
             return Some(if foreign_allowed {
-                "is neither randflake_pg's own lease table nor a foreign table".into()
+                format!("is neither randflake_pg's own {what} nor a foreign table")
             } else {
-                "is not the lease table created by CREATE EXTENSION randflake_pg (not a member of the extension)".into()
+                format!("is not the {what} created by CREATE EXTENSION randflake_pg (not a member of the extension)")
             });
         }
         if !self.owner_is_superuser {
@@ -124,7 +148,8 @@ impl Found {
         if let Some(triggers) = &self.untrusted_triggers {
             return Some(format!("has triggers whose functions no superuser owns: {triggers}"));
         }
-        if self.has_rules {
+        // A view's one rule is its definition, the extension's own.
+        if self.has_rules && !(own_table && own_kind == "v") {
             return Some("has rules".into());
         }
         if foreign_table && !self.server_owner_is_superuser {

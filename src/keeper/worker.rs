@@ -3,11 +3,11 @@
 //! its shared memory, and reports what it did.
 //!
 //! All of its SQL runs in its own short, bounded transactions, never in a caller's, so a user's
-//! rollback can neither lose nor duplicate a lease. Whether a commit is durable is judged here: a
-//! commit during which the keeper was interrupted (its deadline cancelling the wait for
-//! synchronous standbys, a pg_cancel_backend, a SIGTERM) is uncertain, and the machine uses
-//! nothing it wrote. The keeper never panics on what it reads: every failure is logged once,
-//! shown by randflake_status(), and tried again on the next tick.
+//! rollback can neither lose nor duplicate a lease. A commit counts as durable only when the
+//! server holding the lease table shows it so afterwards (`commit_evidence.rs` reads, the crate
+//! judges); otherwise it is uncertain, and the machine uses nothing it wrote. The keeper never
+//! panics on what it reads: every failure is logged once, shown by randflake_status(), and
+//! tried again on the next tick.
 
 #![forbid(unsafe_code)]
 
@@ -19,11 +19,12 @@ use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
 use randflake::keeper::{
-    Board, Commit, Keeper, LeaseKey, LeaseStore, NodeSource as Source, Outcome, StoreError, StoredLease, TableCheck,
-    Withdrawal,
+    Board, CommitEvidence, Keeper, LeaseKey, LeaseStore, NodeSource as Source, Outcome, StoreError, StoredLease,
+    TableCheck, Withdrawal,
 };
 use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
+use super::commit_evidence::{self, EvidenceReader};
 use super::settings::{self, NodeSource};
 use super::vetting::{self, Verdict};
 use super::{holder, runtime};
@@ -88,6 +89,7 @@ impl KeeperWorker {
             machine: Keeper::new(source, terms),
             store: SqlStore {
                 table: quote_qualified_identifier(schema.as_str(), table_name.as_str()),
+                evidence: EvidenceReader::new(&schema),
                 schema,
                 table_name,
                 foreign_allowed: matches!(source, Source::Fleet { .. }),
@@ -167,7 +169,7 @@ impl KeeperWorker {
             ),
             Outcome::Unconfirmed => {
                 let cause = format!(
-                    "the commit of its write to {table} was interrupted before it was known durable (a synchronous standby that did not confirm it within {} s?); nothing it wrote is used",
+                    "the commit of its write to {table} was not known durable within {} s: the server holding the table did not show it durable (a synchronous standby that did not confirm it? its wait cancelled there?); nothing it wrote is used",
                     Self::time_limit().as_secs()
                 );
                 (KeeperState::Failing, Some((format!("could not {action} the lease: {cause}"), cause)))
@@ -227,6 +229,8 @@ struct SqlStore {
     table: String,
     /// Fleet mode: the table may be a foreign table.
     foreign_allowed: bool,
+    /// Where the commits' evidence is read, beside the table.
+    evidence: EvidenceReader,
     /// This server's identity in the lease table: system identifier and timeline.
     holder: String,
     server_name: String,
@@ -236,6 +240,8 @@ impl SqlStore {
     /// Runs `body` in a transaction of its own; a transaction that `body` did not commit (it
     /// failed, or panicked) is rolled back, and the keeper stays up and tries again.
     fn transaction(&mut self, body: impl FnOnce(&mut Self) -> randflake::keeper::Tick) -> randflake::keeper::Tick {
+        // Readings after the commit end well inside the tick's deadline.
+        self.evidence.start_tick(KeeperWorker::time_limit() * 3 / 4);
         transaction::start();
         let tick = PgTryBuilder::new(AssertUnwindSafe(|| body(self)))
             .catch_others(|caught| randflake::keeper::Tick {
@@ -258,7 +264,7 @@ impl LeaseStore for SqlStore {
         caught(|| {
             Ok(match vetting::vet(&self.schema, &self.table_name, self.foreign_allowed) {
                 Verdict::Missing => TableCheck::Missing,
-                Verdict::Trusted => TableCheck::Trusted,
+                Verdict::Trusted => commit_evidence::check(&self.schema, self.foreign_allowed),
                 Verdict::Refused(reason) => TableCheck::Refused(reason),
             })
         })
@@ -394,17 +400,19 @@ impl LeaseStore for SqlStore {
         })
     }
 
-    fn commit(&mut self) -> Result<Commit, StoreError> {
-        let interrupts = bgworker::interrupts();
+    fn commit(&mut self, needs_evidence: bool) -> Result<CommitEvidence, StoreError> {
+        let written_on = if needs_evidence { Some(caught(|| self.evidence.server())?) } else { None };
         // An ERROR at commit (a remote COMMIT that failed, a deferred check) is caught, and the
-        // transaction then aborted by `transaction`.
+        // transaction then aborted by `transaction`. A commit whose wait for synchronous standbys
+        // was cancelled returns here with a WARNING only: what it shows afterwards decides.
         caught(|| {
             transaction::commit();
             Ok(())
         })?;
-        // An interrupt during the commit may have cut short its wait for synchronous standbys,
-        // which PostgreSQL answers with a WARNING, not an error: the commit is then local only.
-        Ok(if bgworker::interrupts() == interrupts { Commit::Durable } else { Commit::Uncertain })
+        match written_on {
+            Some(server) => caught(|| self.evidence.after_commit(server)),
+            None => Ok(CommitEvidence::NotRead),
+        }
     }
 }
 

@@ -6,7 +6,6 @@
 //! library loaded at the same address, so the pointer means the same in the worker.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use pgrx::bgworkers::{BackgroundWorkerBuilder, DynamicBackgroundWorker};
@@ -55,24 +54,13 @@ pub extern "C-unwind" fn randflake_worker_main(main: pg_sys::Datum) {
     main();
 }
 
-/// How many cancel and terminate signals this worker has received.
-static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
-
-/// How many cancel and terminate signals this worker has received: a commit during which this
-/// moved may have had its wait for synchronous standbys cut short, which PostgreSQL answers
-/// with a WARNING and a commit that is only local.
-pub fn interrupts() -> u64 {
-    INTERRUPTS.load(Ordering::SeqCst)
-}
-
 /// The worker's signal handlers: reload on SIGHUP; SIGINT cancels the statement, as
 /// PostgreSQL's handler for backends does (a statement timeout needs it); on SIGTERM, shut down
 /// every stream socket (see [`shut_down_stream_sockets`]) and then terminate as PostgreSQL's
-/// backends do, at the next interrupt check, with a FATAL. Cancels and terminations count in
-/// [`interrupts`].
+/// backends do, at the next interrupt check, with a FATAL.
 pub fn install_signal_handlers() {
     // SAFETY: installing handlers from the worker's only thread before anything else runs; the
-    // handlers only count, set flags, set the latch and make async-signal-safe system calls.
+    // handlers only set flags, set the latch and make async-signal-safe system calls.
     unsafe {
         set_handler(pg_sys::SIGHUP as c_int, reload);
         set_handler(pg_sys::SIGINT as c_int, cancel);
@@ -113,7 +101,6 @@ unsafe extern "C-unwind" fn reload(_signal: c_int) {
 ///
 /// Only the kernel calls this, as the SIGINT handler.
 unsafe extern "C-unwind" fn cancel(signal: c_int) {
-    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
     // SAFETY: PostgreSQL's own SIGINT handler for backends, called as a signal handler.
     unsafe { unguarded::statement_cancel_handler(signal) };
 }
@@ -122,7 +109,6 @@ unsafe extern "C-unwind" fn cancel(signal: c_int) {
 ///
 /// Only the kernel calls this, as the SIGTERM handler.
 unsafe extern "C-unwind" fn terminate(signal: c_int) {
-    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
     shut_down_stream_sockets();
     // SAFETY: PostgreSQL's own SIGTERM handler for backends, called as a signal handler.
     unsafe { unguarded::die(signal) };

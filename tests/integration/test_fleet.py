@@ -37,18 +37,19 @@ def member_settings() -> tuple[str, ...]:
     )
 
 
-def join_fleet(member: Cluster, coordinator: Cluster) -> None:
-    """The set-up a DBA runs on each member: a foreign table for the coordinator's lease table."""
+def join_fleet(member: Cluster, coordinator: Cluster, remote_user: str = "postgres") -> None:
+    """The set-up a DBA runs on each member: foreign tables for the coordinator's lease table and
+    its commit evidence, reached as `remote_user` there."""
     with member.connect() as conn:
         conn.execute("CREATE EXTENSION postgres_fdw")
         conn.execute(
             f"""CREATE SERVER randflake_coordinator FOREIGN DATA WRAPPER postgres_fdw
                 OPTIONS (host '127.0.0.1', port '{coordinator.port}', dbname 'postgres', {COORDINATOR_TIMEOUTS})"""
         )
-        conn.execute("CREATE USER MAPPING FOR postgres SERVER randflake_coordinator OPTIONS (user 'postgres')")
+        conn.execute(f"CREATE USER MAPPING FOR postgres SERVER randflake_coordinator OPTIONS (user '{remote_user}')")
         conn.execute("CREATE SCHEMA randflake_fleet")
         conn.execute(
-            "IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases) FROM SERVER randflake_coordinator INTO randflake_fleet"
+            "IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases, commit_evidence) FROM SERVER randflake_coordinator INTO randflake_fleet"
         )
         conn.execute("CREATE EXTENSION randflake_pg")
         conn.execute("CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next(), at timestamptz DEFAULT clock_timestamp())")

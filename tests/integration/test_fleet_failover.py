@@ -261,7 +261,7 @@ def join_fleet(member: Cluster, formation: Formation) -> None:
         conn.execute("CREATE USER MAPPING FOR postgres SERVER randflake_coordinator OPTIONS (user 'postgres')")
         conn.execute("CREATE SCHEMA randflake_fleet")
         conn.execute(
-            "IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases) "
+            "IMPORT FOREIGN SCHEMA randflake LIMIT TO (node_leases, commit_evidence) "
             "FROM SERVER randflake_coordinator INTO randflake_fleet"
         )
         conn.execute("CREATE EXTENSION randflake_pg")

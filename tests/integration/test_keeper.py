@@ -213,6 +213,8 @@ def test_the_keeper_can_run_as_a_role_with_only_the_rights_it_needs(make_cluster
         admin.execute("CREATE EXTENSION randflake_pg")
         admin.execute("GRANT USAGE ON SCHEMA randflake TO randflake_keeper")
         admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON randflake.node_leases TO randflake_keeper")
+        admin.execute("GRANT SELECT ON randflake.commit_evidence TO randflake_keeper")
+        admin.execute("GRANT EXECUTE ON FUNCTION randflake.wal_durability() TO randflake_keeper")
     cluster.configure("randflake.keeper_role = 'randflake_keeper'")
     cluster.stop()
     cluster.start()

@@ -45,6 +45,12 @@ def render_function(function: dict, extension_schema: str) -> list[str]:
     ]
 
 
+def render_view(name: str, view: dict) -> list[str]:
+    lines = [f"### View `{name}`", "", view["comment"] or "", "", "| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{column['name']}` | {column['type']} | {column['comment'] or ''} |" for column in view["columns"]]
+    return lines + ["", f"SELECT: {privileges(view, 'SELECT')}.", ""]
+
+
 def render_table(name: str, table: dict) -> list[str]:
     lines = [f"### Table `{name}`", "", table["comment"] or "", "", "| column | type | not null | default | meaning |", "|---|---|---|---|---|"]
     for column in table["columns"]:
@@ -168,6 +174,8 @@ def render(conn: psycopg.Connection) -> str:
             lines += [f"Schema `{name.removeprefix('schema ')}`: {description['comment']}", ""]
         elif name.startswith("table "):
             lines += render_table(name.removeprefix("table "), description)
+        elif name.startswith("view "):
+            lines += render_view(name.removeprefix("view "), description)
     lines += [line for function in functions if function["schema"] != schema for line in render_function(function, schema)]
     lines += render_settings(conn)
     return "\n".join(lines).rstrip() + "\n"
