@@ -36,6 +36,7 @@ CREATE FUNCTION randflake.lock_space() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 1380339787;
 COMMENT ON FUNCTION randflake.lock_space() IS 'First key of the advisory locks by which sessions claim nodes (0x52464c4b, "RFLK"); the second key is the node.';
+REVOKE ALL ON FUNCTION randflake.epoch_second(), randflake.last_second(), randflake.lock_space() FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
 -- SPARX-64/128 (randflake/src/sparx.rs): four 16-bit words, 8 steps of 3 ARX rounds per branch.
@@ -168,39 +169,47 @@ REVOKE ALL ON FUNCTION randflake.sparx_expand_key(text), randflake.sparx_encrypt
 
 ----------------------------------------------------------------------------------------------------
 -- The secret: one row, readable by the owner alone, loaded with COPY ... FROM STDIN so that it
--- appears in no statement text (docs/managed-postgresql.md#the-secret).
+-- appears in no statement text (docs/managed-postgresql.md#the-secret). The table has no
+-- constraint, index or trigger: COPY adds the line it was reading to the CONTEXT of any error
+-- raised while it runs, so nothing may fail during the COPY itself. randflake.check_secret(),
+-- run next, checks the row and computes its subkeys, and its errors never quote the secret.
 
 CREATE TABLE randflake.secret (
-    secret_hex text NOT NULL,
-    subkeys    integer[] NOT NULL
+    secret_hex text,
+    subkeys    integer[]
 );
-CREATE UNIQUE INDEX secret_has_one_row ON randflake.secret ((true));
 REVOKE ALL ON TABLE randflake.secret FROM PUBLIC;
 COMMENT ON TABLE randflake.secret IS
-'The Randflake secret (32 hexadecimal digits) and its SPARX subkeys, in one row that only the owner can read. Load it with COPY randflake.secret (secret_hex) FROM STDIN; it must never change once IDs were made with it.';
-COMMENT ON COLUMN randflake.secret.secret_hex IS 'The 128-bit secret as 32 lower-case hexadecimal digits, the content of the native extension''s randflake.secret_file.';
-COMMENT ON COLUMN randflake.secret.subkeys IS 'SPARX-64/128 subkeys of the secret, filled in on load.';
+'The Randflake secret (32 hexadecimal digits) and its SPARX subkeys, in one row that only the owner can read. Load it with COPY randflake.secret (secret_hex) FROM STDIN, then SELECT randflake.check_secret(); it must never change once IDs were made with it.';
+COMMENT ON COLUMN randflake.secret.secret_hex IS 'The 128-bit secret as 32 hexadecimal digits, the content of the native extension''s randflake.secret_file.';
+COMMENT ON COLUMN randflake.secret.subkeys IS 'SPARX-64/128 subkeys of the secret, filled in by randflake.check_secret().';
 
-CREATE FUNCTION randflake.prepare_secret() RETURNS trigger
+CREATE FUNCTION randflake.check_secret() RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    rows integer;
+    checked text;
 BEGIN
-    -- No CHECK constraint: its failure would print the row, secret and all, into the log.
-    NEW.secret_hex := pg_catalog.lower(pg_catalog.btrim(NEW.secret_hex));
-    IF NEW.secret_hex IS NULL OR NEW.secret_hex !~ '^[0-9a-f]{32}$' THEN
+    SELECT pg_catalog.count(*), pg_catalog.min(s.secret_hex) INTO rows, checked FROM randflake.secret AS s;
+    IF rows <> 1 THEN
+        RAISE EXCEPTION 'randflake.secret holds % rows, not one', rows
+            USING ERRCODE = 'cardinality_violation',
+                  HINT = 'Keep the row of the secret IDs were made with, DELETE the others (by a condition that does not quote them), and run this again.';
+    END IF;
+    checked := pg_catalog.lower(pg_catalog.btrim(checked));
+    IF checked IS NULL OR checked !~ '^[0-9a-f]{32}$' THEN
         RAISE EXCEPTION 'the Randflake secret must be 32 hexadecimal digits'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Load the content of the native extension''s key file, e.g. from openssl rand -hex 16.';
     END IF;
-    NEW.subkeys := randflake.sparx_expand_key(NEW.secret_hex);
-    RETURN NEW;
+    UPDATE randflake.secret SET secret_hex = checked, subkeys = randflake.sparx_expand_key(checked);
+    RETURN 'the secret is loaded';
 END
 $$;
-COMMENT ON FUNCTION randflake.prepare_secret() IS
-'Trigger of randflake.secret: checks the secret''s form without echoing it and computes its subkeys.';
-REVOKE ALL ON FUNCTION randflake.prepare_secret() FROM PUBLIC;
-CREATE TRIGGER prepare_secret BEFORE INSERT OR UPDATE ON randflake.secret
-    FOR EACH ROW EXECUTE FUNCTION randflake.prepare_secret();
+COMMENT ON FUNCTION randflake.check_secret() IS
+'Run by the owner after loading the secret with COPY: checks that randflake.secret holds one row of 32 hexadecimal digits, without ever quoting it, and computes its subkeys.';
+REVOKE ALL ON FUNCTION randflake.check_secret() FROM PUBLIC;
 
 CREATE FUNCTION randflake.subkeys() RETURNS integer[]
 LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
@@ -208,11 +217,11 @@ AS $$
 DECLARE
     found_subkeys integer[];
 BEGIN
-    SELECT s.subkeys INTO found_subkeys FROM randflake.secret AS s;
+    SELECT s.subkeys INTO found_subkeys FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL;
     IF found_subkeys IS NULL THEN
         RAISE EXCEPTION 'no Randflake secret is loaded'
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'As the owner of schema randflake: COPY randflake.secret (secret_hex) FROM STDIN (psql: \copy), never in a statement''s text.';
+                  HINT = 'As the owner of schema randflake: COPY randflake.secret (secret_hex) FROM STDIN (psql: \copy), never in a statement''s text; then SELECT randflake.check_secret().';
     END IF;
     RETURN found_subkeys;
 END
@@ -356,7 +365,8 @@ DECLARE
 BEGIN
     SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call
       INTO subkeys, first_node, last_node, max_nodes
-      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c;
+      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c
+     WHERE s.subkeys IS NOT NULL;
     IF NOT FOUND THEN
         PERFORM randflake.subkeys();  -- says which is missing, the secret ...
         RAISE EXCEPTION 'randflake_sql has no node range'  -- ... or the settings
@@ -534,7 +544,7 @@ BEGIN
     -- (leases, a keeper, counters in shared memory) is NULL.
     node_source := 'sql';
     SELECT c.node_id_min, c.node_id_max INTO first_node, last_node FROM randflake.settings AS c;
-    IF NOT EXISTS (SELECT FROM randflake.secret) THEN
+    IF NOT EXISTS (SELECT FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL) THEN
         state := 'no secret loaded';
     ELSIF first_node IS NULL THEN
         state := 'no node range configured';
