@@ -604,13 +604,9 @@ CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_firs
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- A lease counts once committed, durably: refuse a transaction block (whose first statement
-    -- began before this one) and commit this one with synchronous_commit on.
-    IF pg_catalog.statement_timestamp() <> pg_catalog.transaction_timestamp() THEN
-        RAISE EXCEPTION 'the randflake_lease functions cannot run inside a transaction block'
-            USING ERRCODE = 'active_sql_transaction',
-                  HINT = 'Call them in autocommit mode: a lease counts only once it is committed.';
-    END IF;
+    -- A lease counts once committed, and durably. Unlike the native function this one cannot
+    -- tell a transaction block from autocommit (no SQL function can): callers must use
+    -- autocommit, as docs/managed-postgresql.md says.
     PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     SELECT c.app_node_id_min, c.app_node_id_max INTO pool_first, pool_last FROM randflake.settings AS c;
     IF pool_first IS NULL THEN
@@ -635,7 +631,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION randflake.lease_call(text, integer) IS
-'What every randflake_lease_* call checks first: autocommit, a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
+'What every randflake_lease_* call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
 REVOKE ALL ON FUNCTION randflake.lease_call(text, integer) FROM PUBLIC;
 
 CREATE FUNCTION public.randflake_lease_acquire(holder text, seconds integer DEFAULT 600)
@@ -668,7 +664,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION public.randflake_lease_acquire(text, integer) IS
-'Leases a free node of the application pool to holder for seconds from now (default 600, at least 1): returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive). The holder is kept under the session''s role; the lease counts once committed, so the function refuses to run inside a transaction block. EXECUTE is granted to no one by default.';
+'Leases a free node of the application pool to holder for seconds from now (default 600, at least 1): returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive). The holder is kept under the session''s role; the lease counts once committed: call it in autocommit mode. EXECUTE is granted to no one by default.';
 
 CREATE FUNCTION randflake.lease_extend(holder text, node integer, seconds integer)
 RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
