@@ -49,7 +49,7 @@ export PATH := $(dir $(PG_CONFIG)):$(PATH)
 # (examples, interop, bad input, soak) exercises code that no major changes.
 MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
-	durability multimaster pg_upgrade sql_reference accessors app_leases))
+	durability multimaster pg_upgrade sql_reference accessors app_leases sql_edition))
 
 .PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench bench-scale soak fuzz clean
 

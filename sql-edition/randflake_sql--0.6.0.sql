@@ -41,19 +41,22 @@ REVOKE ALL ON FUNCTION randflake.epoch_second(), randflake.last_second(), randfl
 ----------------------------------------------------------------------------------------------------
 -- SPARX-64/128 (randflake/src/sparx.rs): four 16-bit words, 8 steps of 3 ARX rounds per branch.
 
-CREATE FUNCTION randflake.sparx_expand_key(secret_hex text) RETURNS integer[]
+CREATE FUNCTION randflake.sparx_expand_key(secret_hex text) RETURNS bigint[]
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     key bytea := pg_catalog.decode(secret_hex, 'hex');
-    s integer[] := ARRAY[0, 0, 0, 0, 0, 0, 0, 0];
-    subkeys integer[] := '{}';
+    s bigint[] := ARRAY[0, 0, 0, 0, 0, 0, 0, 0];
+    subkeys bigint[] := '{}';
+    packed bigint[] := '{}';
     l integer;
     r integer;
+    o integer;
 BEGIN
     FOR word IN 1..8 LOOP
         s[word] := (pg_catalog.get_byte(key, 2 * word - 2) << 8) | pg_catalog.get_byte(key, 2 * word - 1);
     END LOOP;
+    -- The 17 subkeys of six 16-bit words each, as randflake/src/sparx.rs expands them.
     FOR counter IN 1..17 LOOP
         subkeys := subkeys || s[1:6];
         l := ((((s[1] << 9) | (s[1] >> 7)) & 65535) + s[2]) & 65535;
@@ -65,107 +68,93 @@ BEGIN
         s[8] := (s[8] + counter) & 65535;
         s := s[7:8] || s[1:6];
     END LOOP;
-    RETURN subkeys;
+    -- Packed for two branches at once (see randflake.sparx_encrypt): for each step and round,
+    -- the keys of words a:c, then of words b:d; last the whitening keys, likewise.
+    FOR step IN 0..7 LOOP
+        FOR round IN 0..2 LOOP
+            o := step * 12 + round * 2;
+            packed := packed || ARRAY[(subkeys[o + 1]::bigint << 32) | subkeys[o + 7],
+                                      (subkeys[o + 2]::bigint << 32) | subkeys[o + 8]];
+        END LOOP;
+    END LOOP;
+    RETURN packed || ARRAY[(subkeys[97]::bigint << 32) | subkeys[99], (subkeys[98]::bigint << 32) | subkeys[100]];
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_expand_key(text) IS
-'SPARX-64/128 key schedule: the 17 subkeys of six 16-bit words each (102 integers) of a 128-bit key given as 32 hexadecimal digits. Computed once, when the secret is loaded.';
+'SPARX-64/128 key schedule of a 128-bit key given as 32 hexadecimal digits: its round keys packed two 16-bit words to a bigint (50 of them), as randflake.sparx_encrypt() and sparx_decrypt() take them. Computed once, when the secret is checked.';
 
-CREATE FUNCTION randflake.sparx_encrypt(subkeys integer[], raw bigint) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+-- The cipher keeps the four 16-bit words a, b, c, d of a block two to a bigint, x = a:c and
+-- y = b:d (bits 32..47 and 0..15, the bits between them zero), so that each operation works on
+-- both branches at once: M masks the two lanes, a carry or a rotation's spill lands between or
+-- above them, and a lane's subtraction borrows from the 2^16 added above it. A raw ID is written
+-- little-endian into 8 bytes, which the cipher reads as four big-endian words; the result is
+-- read back the same way. These two functions run for every ID: no SET clause (which would cost
+-- a search_path switch per call), every operator schema-qualified instead, and EXECUTE is the
+-- owner's alone.
+
+CREATE FUNCTION randflake.sparx_encrypt(keys bigint[], raw bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    -- The raw ID is written little-endian into 8 bytes, which the cipher reads as four
-    -- big-endian 16-bit words.
-    a integer := (((raw & 255) << 8) | ((raw >> 8) & 255))::integer;
-    b integer := ((((raw >> 16) & 255) << 8) | ((raw >> 24) & 255))::integer;
-    c integer := ((((raw >> 32) & 255) << 8) | ((raw >> 40) & 255))::integer;
-    d integer := ((((raw >> 48) & 255) << 8) | ((raw >> 56) & 255))::integer;
-    k integer;
-    mix integer;
-    t integer;
+    x bigint := ((raw OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255);
+    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255);
+    mix bigint;
+    k integer := 1;
 BEGIN
-    FOR step IN 0..7 LOOP
-        k := step * 12;
-        FOR round IN 0..2 LOOP
-            a := a # subkeys[k + 1];
-            b := b # subkeys[k + 2];
-            a := ((((a << 9) | (a >> 7)) & 65535) + b) & 65535;
-            b := (((b << 2) | (b >> 14)) & 65535) # a;
-            c := c # subkeys[k + 7];
-            d := d # subkeys[k + 8];
-            c := ((((c << 9) | (c >> 7)) & 65535) + d) & 65535;
-            d := (((d << 2) | (d >> 14)) & 65535) # c;
-            k := k + 2;
+    FOR step IN 1..8 LOOP
+        FOR round IN 1..3 LOOP
+            -- ARX: xor the round keys; left := rotl9(left) + right; right := rotl2(right) xor left.
+            y := y OPERATOR(pg_catalog.#) keys[k OPERATOR(pg_catalog.+) 1];
+            x := (((((x OPERATOR(pg_catalog.#) keys[k]) OPERATOR(pg_catalog.<<) 9) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.#) keys[k]) OPERATOR(pg_catalog.>>) 7)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.+) y) OPERATOR(pg_catalog.&) 281470681808895;
+            y := (((y OPERATOR(pg_catalog.<<) 2) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 14)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.#) x;
+            k := k OPERATOR(pg_catalog.+) 2;
         END LOOP;
-        mix := a # b;
-        mix := ((mix << 8) | (mix >> 8)) & 65535;
-        t := a;
-        a := c # a # mix;
-        c := t;
-        t := b;
-        b := d # b # mix;
-        d := t;
+        -- The linear layer: mix := rotl8(a xor b); (a, b, c, d) := (c^a^mix, d^b^mix, a, b).
+        mix := (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.>>) 40)) OPERATOR(pg_catalog.&) 65535;
+        x := ((((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 32));
+        y := ((((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 32));
     END LOOP;
-    a := a # subkeys[97];
-    b := b # subkeys[98];
-    c := c # subkeys[99];
-    d := d # subkeys[100];
-    -- The words written big-endian, read back as a little-endian signed 64-bit integer.
-    RETURN (a >> 8)::bigint | ((a & 255)::bigint << 8) | ((b >> 8)::bigint << 16) | ((b & 255)::bigint << 24)
-         | ((c >> 8)::bigint << 32) | ((c & 255)::bigint << 40) | ((d >> 8)::bigint << 48)
-         | ((d & 255)::bigint << 56);
+    x := x OPERATOR(pg_catalog.#) keys[49];
+    y := y OPERATOR(pg_catalog.#) keys[50];
+    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
+         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
 END
 $$;
-COMMENT ON FUNCTION randflake.sparx_encrypt(integer[], bigint) IS
-'SPARX-64/128 encryption of a raw Randflake ID (the 64-bit layout as a bigint) under expanded subkeys: byte for byte what the native extension and the reference ports compute.';
+COMMENT ON FUNCTION randflake.sparx_encrypt(bigint[], bigint) IS
+'SPARX-64/128 encryption of a raw Randflake ID (the 64-bit layout as a bigint) under packed round keys: byte for byte what the native extension and the reference ports compute.';
 
-CREATE FUNCTION randflake.sparx_decrypt(subkeys integer[], id bigint) RETURNS bigint
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+CREATE FUNCTION randflake.sparx_decrypt(keys bigint[], id bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    a integer := (((id & 255) << 8) | ((id >> 8) & 255))::integer # subkeys[97];
-    b integer := ((((id >> 16) & 255) << 8) | ((id >> 24) & 255))::integer # subkeys[98];
-    c integer := ((((id >> 32) & 255) << 8) | ((id >> 40) & 255))::integer # subkeys[99];
-    d integer := ((((id >> 48) & 255) << 8) | ((id >> 56) & 255))::integer # subkeys[100];
-    k integer;
-    mix integer;
-    t integer;
+    x bigint := (((id OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[49];
+    y bigint := ((((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[50];
+    mix bigint;
+    k integer := 47;
 BEGIN
-    FOR step IN REVERSE 7..0 LOOP
-        mix := c # d;
-        mix := ((mix << 8) | (mix >> 8)) & 65535;
-        t := a;
-        a := c;
-        c := t # c # mix;
-        t := b;
-        b := d;
-        d := t # d # mix;
-        k := step * 12 + 4;
-        FOR round IN REVERSE 2..0 LOOP
-            b := b # a;
-            b := ((b << 14) | (b >> 2)) & 65535;
-            a := (a - b) & 65535;
-            a := (((a << 7) | (a >> 9)) & 65535) # subkeys[k + 1];
-            b := b # subkeys[k + 2];
-            d := d # c;
-            d := ((d << 14) | (d >> 2)) & 65535;
-            c := (c - d) & 65535;
-            c := (((c << 7) | (c >> 9)) & 65535) # subkeys[k + 7];
-            d := d # subkeys[k + 8];
-            k := k - 2;
+    FOR step IN 1..8 LOOP
+        -- The linear layer inverted: mix := rotl8(c xor d); (a, b, c, d) := (c, d, a^c^mix, b^d^mix).
+        mix := ((((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.>>) 8)) OPERATOR(pg_catalog.&) 65535;
+        x := ((x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix);
+        y := ((y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix);
+        FOR round IN 1..3 LOOP
+            -- ARX inverted: right := rotl14(right xor left); left := rotl7(left - right); xor the keys.
+            y := (((y OPERATOR(pg_catalog.#) x) OPERATOR(pg_catalog.<<) 14) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.#) x) OPERATOR(pg_catalog.>>) 2)) OPERATOR(pg_catalog.&) 281470681808895;
+            x := ((x OPERATOR(pg_catalog.+) 281474976776192) OPERATOR(pg_catalog.-) y) OPERATOR(pg_catalog.&) 281470681808895;
+            x := (((x OPERATOR(pg_catalog.<<) 7) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 9)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.#) keys[k];
+            y := y OPERATOR(pg_catalog.#) keys[k OPERATOR(pg_catalog.+) 1];
+            k := k OPERATOR(pg_catalog.-) 2;
         END LOOP;
     END LOOP;
-    RETURN (a >> 8)::bigint | ((a & 255)::bigint << 8) | ((b >> 8)::bigint << 16) | ((b & 255)::bigint << 24)
-         | ((c >> 8)::bigint << 32) | ((c & 255)::bigint << 40) | ((d >> 8)::bigint << 48)
-         | ((d & 255)::bigint << 56);
+    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
+         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
 END
 $$;
-COMMENT ON FUNCTION randflake.sparx_decrypt(integer[], bigint) IS
-'SPARX-64/128 decryption of a Randflake ID under expanded subkeys: the raw 64-bit layout back.';
+COMMENT ON FUNCTION randflake.sparx_decrypt(bigint[], bigint) IS
+'SPARX-64/128 decryption of a Randflake ID under packed round keys: the raw 64-bit layout back.';
 
-REVOKE ALL ON FUNCTION randflake.sparx_expand_key(text), randflake.sparx_encrypt(integer[], bigint),
-    randflake.sparx_decrypt(integer[], bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION randflake.sparx_expand_key(text), randflake.sparx_encrypt(bigint[], bigint),
+    randflake.sparx_decrypt(bigint[], bigint) FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
 -- The secret: one row, readable by the owner alone, loaded with COPY ... FROM STDIN so that it
@@ -176,7 +165,7 @@ REVOKE ALL ON FUNCTION randflake.sparx_expand_key(text), randflake.sparx_encrypt
 
 CREATE TABLE randflake.secret (
     secret_hex text,
-    subkeys    integer[]
+    subkeys    bigint[]
 );
 REVOKE ALL ON TABLE randflake.secret FROM PUBLIC;
 COMMENT ON TABLE randflake.secret IS
@@ -211,11 +200,11 @@ COMMENT ON FUNCTION randflake.check_secret() IS
 'Run by the owner after loading the secret with COPY: checks that randflake.secret holds one row of 32 hexadecimal digits, without ever quoting it, and computes its subkeys.';
 REVOKE ALL ON FUNCTION randflake.check_secret() FROM PUBLIC;
 
-CREATE FUNCTION randflake.subkeys() RETURNS integer[]
+CREATE FUNCTION randflake.subkeys() RETURNS bigint[]
 LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    found_subkeys integer[];
+    found_subkeys bigint[];
 BEGIN
     SELECT s.subkeys INTO found_subkeys FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL;
     IF found_subkeys IS NULL THEN
@@ -354,7 +343,7 @@ CREATE FUNCTION public.randflake_next() RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    subkeys integer[];
+    subkeys bigint[];
     first_node integer;
     last_node integer;
     max_nodes integer;
@@ -373,7 +362,10 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
     END IF;
-    now_offset := randflake.clock_second() - randflake.epoch_second();
+    now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
+    IF now_offset < 0 OR now_offset > 1073741823 THEN
+        PERFORM randflake.clock_second();  -- says why
+    END IF;
     LOOP
         -- The node in randflake_sql.node is only a hint (any role may set it, and a rollback or
         -- DISCARD undoes it): the transaction-level lock proves, for the rest of this

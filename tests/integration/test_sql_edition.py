@@ -280,6 +280,17 @@ def test_sixteen_concurrent_sessions_make_no_duplicate(edition):
     assert len(set().union(*nodes)) == 16
 
 
+def ids_once_a_node_is_free(conn: psycopg.Connection, count: int) -> list[int]:
+    """`count` IDs from the session, waiting while every node is still held: a closed session's
+    backend releases its node when it has exited, a moment after the client closed it."""
+    def attempt() -> list[int] | None:
+        try:
+            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, %s)", (count,))]
+        except ConfigurationLimitExceeded:
+            return None
+    return wait_for(attempt, 10, "a free node")
+
+
 def test_node_claims_follow_sessions_that_come_and_go(edition):
     """Four nodes, sessions opening and closing: each live session holds its own node (a fifth
     is refused), a closed session's node is claimed again, and no ID repeats."""
@@ -294,13 +305,13 @@ def test_node_claims_follow_sessions_that_come_and_go(edition):
             with pytest.raises(ConfigurationLimitExceeded, match="every node of 200..203 is claimed"):
                 fifth.execute("SELECT randflake_next()")
             sessions.pop().close()
-            made += [id_ for (id_,) in fifth.execute("SELECT randflake_next() FROM generate_series(1, 50)")]
+            made += ids_once_a_node_is_free(fifth, 50)
         for _ in range(30):
             index = random.randrange(len(sessions))
             sessions[index].close()
             sessions[index] = cluster.connect("claims", "writer")
             for conn in sessions:
-                made += [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 20)")]
+                made += ids_once_a_node_is_free(conn, 20)
     finally:
         for conn in sessions:
             conn.close()
