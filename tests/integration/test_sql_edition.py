@@ -567,3 +567,18 @@ def test_one_id_space_with_native_servers(edition, native):
                 WHERE table_schema = 'randflake' AND table_name = 'node_leases' ORDER BY ordinal_position""").fetchall()
     assert nodes <= set(range(1024, 2048)) and shape == native_shape
     assert not set(edition_ids) & set(native_ids)
+
+
+def test_the_pg_tle_package_carries_the_script_unchanged(edition):
+    """pg_tle cannot be installed here: PostgreSQL's own parser reads the arguments that
+    tools/sql-edition-pgtle.sh passes to pgtle.install_extension(), and the script among them is
+    byte for byte the one the other tests install."""
+    cluster, _ = edition
+    wrapper = subprocess.run([ROOT / "tools" / "sql-edition-pgtle.sh"], check=True, capture_output=True,
+                             text=True).stdout
+    assert wrapper.startswith("SELECT pgtle.install_extension(\n") and wrapper.endswith("\n);\n")
+    arguments = "SELECT ARRAY[" + wrapper.removeprefix("SELECT pgtle.install_extension(").removesuffix(");\n") + "]"
+    with cluster.connect() as conn:
+        name, version, _, script = conn.execute(arguments).fetchone()[0]
+    assert (name, version) == ("randflake_sql", "0.6.0")
+    assert script.strip("\n") == SCRIPT.read_text().strip("\n")
