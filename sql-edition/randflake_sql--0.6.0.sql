@@ -313,7 +313,6 @@ BEGIN
         IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), node) THEN
             EXECUTE pg_catalog.format('SELECT last_value FROM %s', randflake.node_record(node)) INTO used;
             IF used >> 17 <= now_offset THEN
-                PERFORM pg_catalog.set_config('randflake_sql.node', node::text, false);
                 RETURN node;
             END IF;
             -- This second is used up on the node, or the clock is behind the node's record.
@@ -333,7 +332,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION randflake.claim_node(integer, integer, bigint) IS
-'Claims a node of the range for this session with a session-level advisory lock (released when the session ends), skipping nodes whose record is past the current second; remembers it in randflake_sql.node.';
+'Claims a node of the range for this session with a session-level advisory lock (released when the session ends), skipping nodes whose record is past the current second.';
 REVOKE ALL ON FUNCTION randflake.claim_node(integer, integer, bigint) FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
@@ -347,7 +346,11 @@ DECLARE
     first_node integer;
     last_node integer;
     max_nodes integer;
-    node integer := NULLIF(pg_catalog.current_setting('randflake_sql.node', true), '')::integer;
+    -- The session's node, its record and a tag of the two (see below), kept between calls in
+    -- the setting randflake_sql.node as node/record/tag.
+    hint text[] := pg_catalog.string_to_array(pg_catalog.current_setting('randflake_sql.node', true), '/');
+    node integer;
+    record oid;
     now_offset bigint;
     used bigint;
     moves integer := 0;
@@ -366,22 +369,32 @@ BEGIN
     IF now_offset < 0 OR now_offset > 1073741823 THEN
         PERFORM randflake.clock_second();  -- says why
     END IF;
+    -- Any role may set randflake_sql.node, and a rollback or DISCARD undoes it: it is only a
+    -- hint. Its tag, a keyed hash under round keys of the secret, proves that the record is the
+    -- node's sequence (looking it up by name would cost more than the rest of the call); the
+    -- transaction-level lock below proves, for the rest of the transaction, that no other
+    -- session uses the node.
+    IF pg_catalog.cardinality(hint) = 3
+       AND hint[3] = pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || hint[1] || '/' || hint[2]) THEN
+        node := hint[1]::integer;
+        record := hint[2]::oid;
+    END IF;
     LOOP
-        -- The node in randflake_sql.node is only a hint (any role may set it, and a rollback or
-        -- DISCARD undoes it): the transaction-level lock proves, for the rest of this
-        -- transaction, that no other session uses the node.
         IF node IS NULL OR node < first_node OR node > last_node
            OR NOT pg_catalog.pg_try_advisory_xact_lock(randflake.lock_space(), node) THEN
             node := randflake.claim_node(first_node, last_node, now_offset);
             PERFORM pg_catalog.pg_advisory_xact_lock(randflake.lock_space(), node);
+            record := randflake.node_record(node);
+            PERFORM pg_catalog.set_config('randflake_sql.node', pg_catalog.concat_ws('/', node, record,
+                pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || node || '/' || record)), false);
         END IF;
-        used := pg_catalog.nextval(randflake.node_record(node));
+        used := pg_catalog.nextval(record);
         IF used >> 17 = now_offset THEN
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 131071));
         ELSIF used >> 17 < now_offset THEN
             -- First ID of this second on the node: move its record to (second, 0). Only the
             -- holder of the node's lock ever moves it, and only forward.
-            PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 17, true);
+            PERFORM pg_catalog.setval(record, now_offset << 17, true);
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
         ELSIF used = (now_offset + 1) << 17 AND moves < max_nodes THEN
             -- The node's 131072 IDs of this second are used up: move to another node now

@@ -323,6 +323,39 @@ def test_node_claims_follow_sessions_that_come_and_go(edition):
                  "the closed sessions' nodes to be free")
 
 
+def test_a_forged_node_hint_is_not_followed(edition):
+    """randflake_sql.node is a setting any role may set. Copied from a session that holds its
+    node, it makes the copier claim a node of its own (the lock); pointing the copier's own node
+    at another node's record, it is ignored (the tag): that record stays as it was, and the
+    copier's IDs stay unique."""
+    cluster, _ = edition
+    with cluster.connect(DATABASE, "writer") as holder, cluster.connect(DATABASE, "writer") as forger, \
+            cluster.connect(DATABASE, OWNER) as owner:
+        def nodes_of(ids: list[int]) -> set[int]:
+            return {n for (n,) in owner.execute(
+                "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))}
+
+        def twenty(conn: psycopg.Connection) -> list[int]:
+            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 20)")]
+
+        (held,) = nodes_of(twenty(holder))
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)",
+                       holder.execute("SHOW randflake_sql.node").fetchone())
+        made = twenty(forger)
+        (own,) = nodes_of(made)
+        assert own != held
+
+        node, _, tag = forger.execute("SHOW randflake_sql.node").fetchone()[0].split("/")
+        other = 63 if own != 63 else 62
+        before = owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone()
+        record = owner.execute("SELECT %s::regclass::oid", (f"randflake.node_{other}",)).fetchone()[0]
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (f"{node}/{record}/{tag}",))
+        made += twenty(forger)
+        assert owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone() == before
+        assert nodes_of(made) == {own} and len(set(made)) == len(made)
+        assert nodes_of(twenty(holder)) == {held}
+
+
 def test_a_rolled_back_id_is_never_issued_again(edition):
     """The per-node record is a sequence, which no rollback undoes."""
     cluster, _ = edition
