@@ -1,16 +1,18 @@
 -- randflake_sql 0.6.0: the SQL edition of randflake_pg, for servers where no native library may be
 -- installed (managed PostgreSQL). Plain SQL and PL/pgSQL; run by the role that owns the database,
--- which need not be a superuser: psql -1 -v ON_ERROR_STOP=1 -f randflake_sql--0.6.0.sql
+-- which need not be a superuser: psql -1 -v ON_ERROR_STOP=1 -q -o /dev/null -f randflake_sql--0.6.0.sql
 -- The same file is the pg_tle extension's script (tools/sql-edition-pgtle.sh wraps it), so it holds
 -- no transaction control. docs/managed-postgresql.md describes it; IDs are byte-identical to the
 -- native extension's (SPARX-64/128 over the same layout).
 --
 -- Hardening: everything below is resolved with search_path = pg_catalog, pg_temp, so that no
--- object planted in another schema can stand in for a built-in; every function the script
--- creates pins the same search_path, under which operators come from pg_catalog alone (operators
--- are never looked up in pg_temp), and every function call is schema-qualified besides (NULLIF,
--- GREATEST and LEAST are syntax, not functions, and cannot be planted). CREATE
--- (never CREATE OR REPLACE) fails on a planted object of the same name instead of adopting it.
+-- object planted in another schema can stand in for a built-in. Every PL/pgSQL function the
+-- script creates pins the same search_path, under which operators come from pg_catalog alone
+-- (operators are never looked up in pg_temp), and calls functions schema-qualified besides
+-- (NULLIF, GREATEST and LEAST are syntax, not functions, and cannot be planted); the two that
+-- run for every ID (the cipher) go without the SET clause and qualify every operator instead,
+-- and SQL-standard bodies (RETURN ...) are resolved once, here. CREATE (never CREATE OR
+-- REPLACE) fails on a planted object of the same name instead of adopting it.
 
 SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
