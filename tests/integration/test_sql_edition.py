@@ -10,12 +10,10 @@ import os
 import random
 import subprocess
 import threading
-import time
 
 import psycopg
 import pytest
-from psycopg.errors import ConfigurationLimitExceeded, InsufficientPrivilege
-from psycopg.errors import ObjectNotInPrerequisiteState
+from psycopg.errors import ConfigurationLimitExceeded, InsufficientPrivilege, ObjectNotInPrerequisiteState
 from randflake.sparx64 import Sparx64
 from randflake.v2 import Config, Generator, Lease, decode_string, encode_string
 
