@@ -49,9 +49,9 @@ export PATH := $(dir $(PG_CONFIG)):$(PATH)
 # (examples, interop, bad input, soak) exercises code that no major changes.
 MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
-	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack))
+	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench bench-scale soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -73,6 +73,7 @@ help:
 	@echo "                   extension (make check and make test check them)"
 	@echo "make installcheck  the pg_regress suite against the server at PGHOST/PGPORT"
 	@echo "make bench         randflake_next() against the alternatives on a scratch cluster (about 20 minutes)"
+	@echo "make sql-edition-pgtle  target/sql-edition/: the SQL edition for managed servers, packaged for pg_tle"
 	@echo "make bench-scale   inserts as the tables outgrow shared_buffers, lookups and remedies (hours)"
 	@echo "make soak          load with kill -9, restarts and clock steps; SOAK_ARGS=\"--duration 600 --clients 32\""
 	@echo "make fuzz          every cargo-fuzz target of the randflake crate for FUZZ_SECONDS (default 600) each"
@@ -215,6 +216,11 @@ bench-scale: install
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(VENV)/bin/python bench/scale.py --dir $(BENCH_SCALE_DIR) --port $(BENCH_SCALE_PORT) \
 		--out bench/results/scale $(BENCH_SCALE_ARGS)
+
+# The SQL edition packaged for pg_tle (docs/managed-postgresql.md).
+sql-edition-pgtle:
+	@mkdir -p target/sql-edition
+	tools/sql-edition-pgtle.sh > target/sql-edition/randflake_sql--0.6.0-pgtle.sql
 
 # Its port lies above the suites' (20000 + TEST_WORKERS * 200) and below the kernel's ephemeral ports.
 soak: install

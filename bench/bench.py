@@ -112,6 +112,18 @@ MANY_PARALLEL_WORKERS = 8
 # the node's own slot, so none of these should come from it.
 SHARED_LOCK_WAITS = ("LWLock", "Lock")
 SCRATCH_CLUSTER = pathlib.Path(__file__).resolve().parent.parent / "tests" / "scratch-cluster.sh"
+# The SQL edition for managed servers (sql-edition/, docs/managed-postgresql.md), in a database of
+# its own on the same server (its randflake_next() would clash with the native one's), against
+# the native randflake_next() and gen_random_uuid() in the bench database: database, the per-ID
+# expression as a bigint, the key column of the INSERT workload.
+EDITION_DB = "bench_sql_edition"
+EDITION_SCRIPT = SCRATCH_CLUSTER.parent.parent / "sql-edition" / "randflake_sql--0.6.0.sql"
+EDITION_CONTENDERS = {
+    "randflake_sql randflake_next()": (EDITION_DB, "randflake_next()", KEYS["randflake_next()"]),
+    "randflake_pg randflake_next()": ("postgres", "randflake_next()", KEYS["randflake_next()"]),
+    "gen_random_uuid()": ("postgres", as_bigint("gen_random_uuid()"), KEYS["gen_random_uuid()"]),
+}
+EDITION_CLIENTS = 8
 
 
 def add_uuidv7() -> None:
@@ -143,7 +155,7 @@ class Bench:
         self.args = args
         self.results: dict = {"settings": {}, "per_call": {}, "single_statement": {}, "decoding": {}, "bulk": {},
                               "pgbench": {}, "connections": {}, "first_call": {},
-                              "many_clients": {}}
+                              "many_clients": {}, "sql_edition": {}}
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(host=self.args.host, port=self.args.port, user="postgres", dbname="postgres",
@@ -297,6 +309,47 @@ class Bench:
                     "us_after_connecting": summary([(run["latency_ms"] - run["connection_ms"]) * 1e3 for run in samples]),
                 }
 
+    def sql_edition(self, conn: psycopg.Connection) -> None:
+        """The SQL edition against the native function and gen_random_uuid(): ns per ID (as
+        per_call measures it, on fewer rows: an edition call costs tens of microseconds), and
+        single-row INSERT tps at EDITION_CLIENTS clients with each as the key's DEFAULT."""
+        conn.execute(f"DROP DATABASE IF EXISTS {EDITION_DB}")
+        conn.execute(f"CREATE DATABASE {EDITION_DB}")
+        databases = {"postgres": conn, EDITION_DB: psycopg.connect(
+            host=self.args.host, port=self.args.port, user="postgres", dbname=EDITION_DB, autocommit=True)}
+        edition = databases[EDITION_DB]
+        edition.execute(EDITION_SCRIPT.read_text())
+        with edition.cursor() as cursor, cursor.copy("COPY randflake.secret (secret_hex) FROM STDIN") as copy:
+            copy.write_row((os.urandom(16).hex(),))
+        edition.execute("SELECT randflake.check_secret(), randflake.configure(130000, 130999)")
+        n = self.args.edition_rows
+        per_id: dict[str, list[float]] = {name: [] for name in EDITION_CONTENDERS}
+        for round_number in range(self.args.rounds):
+            for name in rotated(list(EDITION_CONTENDERS), round_number):
+                database, expression, _ = EDITION_CONTENDERS[name]
+                without = timed(databases[database], self.per_call_statement([], n))
+                total = timed(databases[database], self.per_call_statement([expression] * CALLS_PER_ROW, n))
+                per_id[name].append((total - without) / (CALLS_PER_ROW * n) * 1e9)
+        scripts = pathlib.Path(tempfile.mkdtemp(prefix="randflake_bench_edition_"))
+        for index, (name, (database, _, key)) in enumerate(EDITION_CONTENDERS.items()):
+            databases[database].execute(f"DROP TABLE IF EXISTS edition_insert_{index}")
+            databases[database].execute(f"CREATE TABLE edition_insert_{index} ({key}, payload int)")
+            (scripts / f"insert_{index}.sql").write_text(f"INSERT INTO edition_insert_{index} DEFAULT VALUES;\n")
+        tps: dict[str, list[float]] = {name: [] for name in EDITION_CONTENDERS}
+        for round_number in range(self.args.pgbench_rounds):
+            for name in rotated(list(EDITION_CONTENDERS), round_number):
+                index = list(EDITION_CONTENDERS).index(name)
+                run = pgbench_run(self.args.host, self.args.port, scripts / f"insert_{index}.sql", EDITION_CLIENTS,
+                                  self.args.pgbench_seconds, dbname=EDITION_CONTENDERS[name][0])
+                if run["exit"] != 0:
+                    raise RuntimeError(f"pgbench {name} failed: {run['errors']}")
+                tps[name].append(run["tps"])
+        edition.close()
+        conn.execute(f"DROP DATABASE {EDITION_DB}")
+        for name in EDITION_CONTENDERS:
+            self.results["sql_edition"][name] = {"rows": n, "ns_per_id": summary(per_id[name]),
+                                                 f"insert_tps_{EDITION_CLIENTS}_clients": summary(tps[name])}
+
     def first_call(self, conn: psycopg.Connection) -> None:
         """µs of the first and the second call in each of many fresh backends, taking turns. The
         statement is parsed and planned once first, with a constant in the call's place, so
@@ -383,7 +436,8 @@ def wait_for_lease(conn: psycopg.Connection, timeout: float = 30.0) -> None:
         time.sleep(0.2)
 
 
-def pgbench_run(host: str, port: int, script: pathlib.Path, clients: int, seconds: int, *options: str) -> dict:
+def pgbench_run(host: str, port: int, script: pathlib.Path, clients: int, seconds: int, *options: str,
+                dbname: str = "postgres") -> dict:
     """One pgbench run (-M prepared unless -C asks for a new connection per transaction), for
     `seconds`, or as long as options such as -t say when seconds is 0: throughput, latency,
     failures, and the exit status rather than an exception, so that callers decide whether
@@ -392,7 +446,7 @@ def pgbench_run(host: str, port: int, script: pathlib.Path, clients: int, second
     completed = subprocess.run(
         ["pgbench", "-h", host, "-p", str(port), "-U", "postgres", "-n", *mode, *options,
          "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)), *(["-T", str(seconds)] if seconds else []),
-         "-f", str(script), "postgres"],
+         "-f", str(script), dbname],
         capture_output=True, text=True,
     )
     output = completed.stdout
@@ -598,10 +652,29 @@ def report(results: dict) -> list[tuple[str, bool, str]]:
     targets = report_core(results) if all(results[section] for section in CORE_SECTIONS) else []
     targets += report_connections(results)
     targets += report_many_clients(results)
+    targets += report_sql_edition(results)
     print("\n== Targets")
     for name, met, figures in targets:
         print(f"  [{'met' if met else 'MISSED'}] {name}: {figures}")
     return targets
+
+
+def report_sql_edition(results: dict) -> list[tuple[str, bool, str]]:
+    """The SQL edition's table; returns its target."""
+    edition = results["sql_edition"]
+    if not edition:
+        return []
+    uuid = edition["gen_random_uuid()"]
+    tps = f"insert_tps_{EDITION_CLIENTS}_clients"
+    print(f"\n== SQL edition (sql-edition/): ns per ID over {next(iter(edition.values()))['rows']:,} rows x "
+          f"{CALLS_PER_ROW} calls, and single-row INSERT tps at {EDITION_CLIENTS} clients with it as the key's DEFAULT")
+    print(f"  {'contender':32} {'ns/ID':>26} {'INSERT tps':>26} {'x uuid tps':>20}")
+    for name, entry in edition.items():
+        print(f"  {name:32} {fmt_spread(entry['ns_per_id'], digits=0):>26} {fmt_spread(entry[tps]):>26} "
+              f"{fmt_ratio(entry[tps], uuid[tps]):>20}")
+    share = ratio(edition["randflake_sql randflake_next()"][tps], uuid[tps])
+    return [(f"SQL edition INSERT tps >= 0.6x gen_random_uuid() at {EDITION_CLIENTS} clients", share >= 0.6,
+             f"{share:.2f}x")]
 
 
 def report_core(results: dict) -> list[tuple[str, bool, str]]:
@@ -742,6 +815,10 @@ def write_outputs(results: dict, directory: pathlib.Path) -> None:
                     share = shared_lock_share(merged_waits(runs))
                     writer.writerow([f"many_clients_{part}", name, f"shared_lock_wait_share_{clients}_clients",
                                      share, share, share])
+        for name, entry in results["sql_edition"].items():
+            for metric in ["ns_per_id", f"insert_tps_{EDITION_CLIENTS}_clients"]:
+                writer.writerow(["sql_edition", name, metric, entry[metric]["median"], entry[metric]["min"],
+                                 entry[metric]["max"]])
     if results["per_call"] and results["pgbench"]:
         plot(results, directory / "results.png")
 
@@ -802,9 +879,11 @@ def main() -> None:
     parser.add_argument("--many-dir", default="/tmp/randflake_pg-bench-clients",
                         help="data directory of that cluster (created and destroyed here)")
     parser.add_argument("--many-port", type=int, default=25441)
+    parser.add_argument("--edition-rows", type=int, default=20_000,
+                        help="rows of the SQL edition's per-ID statement (each row makes 10 IDs)")
     parser.add_argument("--steps", nargs="+", default=None,
                         help="run only these steps (per_call single_statement decoding bulk pgbench connections "
-                             "first_call many_clients); the report shows what ran")
+                             "first_call many_clients sql_edition); the report shows what ran")
     args = parser.parse_args()
 
     bench = Bench(args)
@@ -815,7 +894,7 @@ def main() -> None:
         bench.describe(conn)
         conn.execute("SELECT randflake_next()")  # the node and the start-up second, out of the timings
         steps = [bench.per_call, bench.single_statement, bench.decoding, bench.bulk, bench.pgbench,
-                 bench.connections, bench.first_call, bench.many_clients]
+                 bench.connections, bench.first_call, bench.many_clients, bench.sql_edition]
         for step in steps:
             if args.steps and step.__name__ not in args.steps:
                 continue

@@ -42,6 +42,8 @@ packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)
 # and pgx v4 sources in GOPATH mode: the Go module proxy cannot be reached, and no Debian 12
 # release (backports included) packages pgx v5.
 packages+=(golang-go golang-github-jackc-pgx-v4-dev)
+# PgBouncer, in front of the SQL edition in tests/integration/test_sql_edition.py on every major.
+packages+=(pgbouncer)
 # The node-postgres recipe (examples/node) needs Node.js and npm; Debian's if the machine has none.
 command -v npm >/dev/null || packages+=(nodejs npm)
 # pglogical 2 runs the PostgreSQL 15 multi-master test (tests/integration/test_multimaster_pglogical.py).

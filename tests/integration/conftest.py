@@ -255,7 +255,7 @@ SERIAL_SECONDS = {
     "test_leases.py": 63, "test_replica.py": 57, "test_fleet.py": 55, "test_soak.py": 55, "test_nodes.py": 53,
     "test_clock.py": 40, "test_monitoring.py": 35, "test_multimaster_pglogical.py": 28, "test_app_leases.py": 26,
     "test_script_hijack.py": 37, "test_upgrade.py": 24, "test_accessors.py": 21, "test_configuration.py": 18, "test_secret.py": 15,
-    "test_concurrency.py": 11, "test_migration.py": 9, "test_examples.py": 8, "test_lifecycle.py": 5,
+    "test_concurrency.py": 11, "test_sql_edition.py": 110, "test_migration.py": 9, "test_examples.py": 8, "test_lifecycle.py": 5,
     "test_clients.py": 5, "test_bad_input.py": 4, "test_interop.py": 4, "test_sql_reference.py": 1,
     "test_multimaster.py": 1, "test_pg_upgrade.py": 1,
     "test_dba_guide.py": 60,

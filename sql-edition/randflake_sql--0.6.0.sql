@@ -1,0 +1,769 @@
+-- randflake_sql 0.6.0: the SQL edition of randflake_pg, for servers where no native library may be
+-- installed (managed PostgreSQL). Plain SQL and PL/pgSQL; run by the role that owns the database,
+-- which need not be a superuser: psql -1 -v ON_ERROR_STOP=1 -q -o /dev/null -f randflake_sql--0.6.0.sql
+-- The same file is the pg_tle extension's script (tools/sql-edition-pgtle.sh wraps it), so it holds
+-- no transaction control. docs/managed-postgresql.md describes it; IDs are byte-identical to the
+-- native extension's (SPARX-64/128 over the same layout).
+--
+-- Hardening: everything below is resolved with search_path = pg_catalog, pg_temp, so that no
+-- object planted in another schema can stand in for a built-in. Every PL/pgSQL function the
+-- script creates pins the same search_path, under which operators come from pg_catalog alone
+-- (operators are never looked up in pg_temp), and calls functions schema-qualified besides
+-- (NULLIF, GREATEST and LEAST are syntax, not functions, and cannot be planted); the two that
+-- run for every ID (the cipher) go without the SET clause and qualify every operator instead,
+-- and SQL-standard bodies (RETURN ...) are resolved once, here. CREATE (never CREATE OR
+-- REPLACE) fails on a planted object of the same name instead of adopting it.
+
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
+CREATE SCHEMA randflake;
+COMMENT ON SCHEMA randflake IS
+'randflake_sql (the SQL edition of randflake_pg): its secret, settings, per-node records and lease table. Only the owner reads or writes them; the functions in schema public are the way in.';
+REVOKE ALL ON SCHEMA randflake FROM PUBLIC;
+
+-- The format's constants, as in randflake/src/layout.rs. Functions with a SQL-standard body (RETURN
+-- ...) are parsed once, here, under the pinned search_path; they go without a SET clause of their
+-- own so that the planner can inline them.
+CREATE FUNCTION randflake.epoch_second() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 1730000000;
+COMMENT ON FUNCTION randflake.epoch_second() IS 'The Randflake epoch: Unix second 1730000000 is second 0 of an ID.';
+
+CREATE FUNCTION randflake.last_second() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 2803741823;
+COMMENT ON FUNCTION randflake.last_second() IS 'The last Unix second an ID can hold (30 bits of seconds from the epoch): 2058-11-05 23:23:43 UTC.';
+
+CREATE FUNCTION randflake.lock_space() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 1380339787;
+COMMENT ON FUNCTION randflake.lock_space() IS 'First key of the advisory locks by which sessions claim nodes (0x52464c4b, "RFLK"); the second key is the node.';
+REVOKE ALL ON FUNCTION randflake.epoch_second(), randflake.last_second(), randflake.lock_space() FROM PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- SPARX-64/128 (randflake/src/sparx.rs): four 16-bit words, 8 steps of 3 ARX rounds per branch.
+
+CREATE FUNCTION randflake.sparx_expand_key(secret_hex text) RETURNS bigint[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    key bytea := pg_catalog.decode(secret_hex, 'hex');
+    s bigint[] := ARRAY[0, 0, 0, 0, 0, 0, 0, 0];
+    subkeys bigint[] := '{}';
+    packed bigint[] := '{}';
+    l integer;
+    r integer;
+    o integer;
+BEGIN
+    FOR word IN 1..8 LOOP
+        s[word] := (pg_catalog.get_byte(key, 2 * word - 2) << 8) | pg_catalog.get_byte(key, 2 * word - 1);
+    END LOOP;
+    -- The 17 subkeys of six 16-bit words each, as randflake/src/sparx.rs expands them.
+    FOR counter IN 1..17 LOOP
+        subkeys := subkeys || s[1:6];
+        l := ((((s[1] << 9) | (s[1] >> 7)) & 65535) + s[2]) & 65535;
+        r := (((s[2] << 2) | (s[2] >> 14)) & 65535) # l;
+        s[1] := l;
+        s[2] := r;
+        s[3] := (s[3] + l) & 65535;
+        s[4] := (s[4] + r) & 65535;
+        s[8] := (s[8] + counter) & 65535;
+        s := s[7:8] || s[1:6];
+    END LOOP;
+    -- Packed for two branches at once (see randflake.sparx_encrypt): for each step and round,
+    -- the keys of words a:c, then of words b:d; last the whitening keys, likewise.
+    FOR step IN 0..7 LOOP
+        FOR round IN 0..2 LOOP
+            o := step * 12 + round * 2;
+            packed := packed || ARRAY[(subkeys[o + 1]::bigint << 32) | subkeys[o + 7],
+                                      (subkeys[o + 2]::bigint << 32) | subkeys[o + 8]];
+        END LOOP;
+    END LOOP;
+    RETURN packed || ARRAY[(subkeys[97]::bigint << 32) | subkeys[99], (subkeys[98]::bigint << 32) | subkeys[100]];
+END
+$$;
+COMMENT ON FUNCTION randflake.sparx_expand_key(text) IS
+'SPARX-64/128 key schedule of a 128-bit key given as 32 hexadecimal digits: its round keys packed two 16-bit words to a bigint (50 of them), as randflake.sparx_encrypt() and sparx_decrypt() take them. Computed once, when the secret is checked.';
+
+-- The cipher keeps the four 16-bit words a, b, c, d of a block two to a bigint, x = a:c and
+-- y = b:d (bits 32..47 and 0..15, the bits between them zero), so that each operation works on
+-- both branches at once: M masks the two lanes, a carry or a rotation's spill lands between or
+-- above them, and a lane's subtraction borrows from the 2^16 added above it. A raw ID is written
+-- little-endian into 8 bytes, which the cipher reads as four big-endian words; the result is
+-- read back the same way. These two functions run for every ID: no SET clause (which would cost
+-- a search_path switch per call), every operator schema-qualified instead, and EXECUTE is the
+-- owner's alone.
+
+CREATE FUNCTION randflake.sparx_encrypt(keys bigint[], raw bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    x bigint := ((raw OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255);
+    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255);
+    mix bigint;
+    k integer := 1;
+BEGIN
+    FOR step IN 1..8 LOOP
+        FOR round IN 1..3 LOOP
+            -- ARX: xor the round keys; left := rotl9(left) + right; right := rotl2(right) xor left.
+            y := y OPERATOR(pg_catalog.#) keys[k OPERATOR(pg_catalog.+) 1];
+            x := (((((x OPERATOR(pg_catalog.#) keys[k]) OPERATOR(pg_catalog.<<) 9) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.#) keys[k]) OPERATOR(pg_catalog.>>) 7)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.+) y) OPERATOR(pg_catalog.&) 281470681808895;
+            y := (((y OPERATOR(pg_catalog.<<) 2) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 14)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.#) x;
+            k := k OPERATOR(pg_catalog.+) 2;
+        END LOOP;
+        -- The linear layer: mix := rotl8(a xor b); (a, b, c, d) := (c^a^mix, d^b^mix, a, b).
+        mix := (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.>>) 40)) OPERATOR(pg_catalog.&) 65535;
+        x := ((((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 32));
+        y := ((((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 32));
+    END LOOP;
+    x := x OPERATOR(pg_catalog.#) keys[49];
+    y := y OPERATOR(pg_catalog.#) keys[50];
+    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
+         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
+END
+$$;
+COMMENT ON FUNCTION randflake.sparx_encrypt(bigint[], bigint) IS
+'SPARX-64/128 encryption of a raw Randflake ID (the 64-bit layout as a bigint) under packed round keys: byte for byte what the native extension and the reference ports compute.';
+
+CREATE FUNCTION randflake.sparx_decrypt(keys bigint[], id bigint) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    x bigint := (((id OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[49];
+    y bigint := ((((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[50];
+    mix bigint;
+    k integer := 47;
+BEGIN
+    FOR step IN 1..8 LOOP
+        -- The linear layer inverted: mix := rotl8(c xor d); (a, b, c, d) := (c, d, a^c^mix, b^d^mix).
+        mix := ((((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.>>) 8)) OPERATOR(pg_catalog.&) 65535;
+        x := ((x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix);
+        y := ((y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix);
+        FOR round IN 1..3 LOOP
+            -- ARX inverted: right := rotl14(right xor left); left := rotl7(left - right); xor the keys.
+            y := (((y OPERATOR(pg_catalog.#) x) OPERATOR(pg_catalog.<<) 14) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.#) x) OPERATOR(pg_catalog.>>) 2)) OPERATOR(pg_catalog.&) 281470681808895;
+            x := ((x OPERATOR(pg_catalog.+) 281474976776192) OPERATOR(pg_catalog.-) y) OPERATOR(pg_catalog.&) 281470681808895;
+            x := (((x OPERATOR(pg_catalog.<<) 7) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 9)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.#) keys[k];
+            y := y OPERATOR(pg_catalog.#) keys[k OPERATOR(pg_catalog.+) 1];
+            k := k OPERATOR(pg_catalog.-) 2;
+        END LOOP;
+    END LOOP;
+    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
+         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
+END
+$$;
+COMMENT ON FUNCTION randflake.sparx_decrypt(bigint[], bigint) IS
+'SPARX-64/128 decryption of a Randflake ID under packed round keys: the raw 64-bit layout back.';
+
+REVOKE ALL ON FUNCTION randflake.sparx_expand_key(text), randflake.sparx_encrypt(bigint[], bigint),
+    randflake.sparx_decrypt(bigint[], bigint) FROM PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- The secret: one row, readable by the owner alone, loaded with COPY ... FROM STDIN so that it
+-- appears in no statement text (docs/managed-postgresql.md#the-secret). The table has no
+-- constraint, index or trigger: COPY adds the line it was reading to the CONTEXT of any error
+-- raised while it runs, so nothing may fail during the COPY itself. randflake.check_secret(),
+-- run next, checks the row and computes its subkeys, and its errors never quote the secret.
+
+CREATE TABLE randflake.secret (
+    secret_hex text,
+    subkeys    bigint[]
+);
+REVOKE ALL ON TABLE randflake.secret FROM PUBLIC;
+COMMENT ON TABLE randflake.secret IS
+'The Randflake secret (32 hexadecimal digits) and its SPARX subkeys, in one row that only the owner can read. Load it with COPY randflake.secret (secret_hex) FROM STDIN, then SELECT randflake.check_secret(); it must never change once IDs were made with it.';
+COMMENT ON COLUMN randflake.secret.secret_hex IS 'The 128-bit secret as 32 hexadecimal digits, the content of the native extension''s randflake.secret_file.';
+COMMENT ON COLUMN randflake.secret.subkeys IS 'SPARX-64/128 subkeys of the secret, filled in by randflake.check_secret().';
+
+CREATE FUNCTION randflake.check_secret() RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rows integer;
+    checked text;
+BEGIN
+    SELECT pg_catalog.count(*), pg_catalog.min(s.secret_hex) INTO rows, checked FROM randflake.secret AS s;
+    IF rows <> 1 THEN
+        RAISE EXCEPTION 'randflake.secret holds % rows, not one', rows
+            USING ERRCODE = 'cardinality_violation',
+                  HINT = 'Keep the row of the secret IDs were made with, DELETE the others (by a condition that does not quote them), and run this again.';
+    END IF;
+    checked := pg_catalog.lower(pg_catalog.btrim(checked));
+    IF checked IS NULL OR checked !~ '^[0-9a-f]{32}$' THEN
+        RAISE EXCEPTION 'the Randflake secret must be 32 hexadecimal digits'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Load the content of the native extension''s key file, e.g. from openssl rand -hex 16.';
+    END IF;
+    UPDATE randflake.secret SET secret_hex = checked, subkeys = randflake.sparx_expand_key(checked);
+    RETURN 'the secret is loaded';
+END
+$$;
+COMMENT ON FUNCTION randflake.check_secret() IS
+'Run by the owner after loading the secret with COPY: checks that randflake.secret holds one row of 32 hexadecimal digits, without ever quoting it, and computes its subkeys.';
+REVOKE ALL ON FUNCTION randflake.check_secret() FROM PUBLIC;
+
+CREATE FUNCTION randflake.subkeys() RETURNS bigint[]
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    found_subkeys bigint[];
+BEGIN
+    SELECT s.subkeys INTO found_subkeys FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL;
+    IF found_subkeys IS NULL THEN
+        RAISE EXCEPTION 'no Randflake secret is loaded'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'As the owner of schema randflake: COPY randflake.secret (secret_hex) FROM STDIN (psql: \copy), never in a statement''s text; then SELECT randflake.check_secret().';
+    END IF;
+    RETURN found_subkeys;
+END
+$$;
+COMMENT ON FUNCTION randflake.subkeys() IS 'The loaded secret''s subkeys, or an error saying how to load it.';
+REVOKE ALL ON FUNCTION randflake.subkeys() FROM PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- Settings and the per-node records.
+
+CREATE TABLE randflake.settings (
+    node_id_min     integer NOT NULL,
+    node_id_max     integer NOT NULL,
+    app_node_id_min integer,
+    app_node_id_max integer,
+    max_nodes_per_call integer NOT NULL DEFAULT 128,
+    CONSTRAINT node_range_is_nodes CHECK (node_id_min BETWEEN 0 AND node_id_max AND node_id_max <= 131071),
+    CONSTRAINT node_range_size CHECK (node_id_max - node_id_min < 4096),
+    CONSTRAINT app_pool_is_nodes CHECK ((app_node_id_min IS NULL) = (app_node_id_max IS NULL)
+        AND app_node_id_min BETWEEN 0 AND app_node_id_max AND app_node_id_max <= 131071),
+    CONSTRAINT app_pool_apart CHECK (app_node_id_max < node_id_min OR app_node_id_min > node_id_max),
+    CONSTRAINT max_nodes_per_call_positive CHECK (max_nodes_per_call >= 1)
+);
+CREATE UNIQUE INDEX settings_have_one_row ON randflake.settings ((true));
+REVOKE ALL ON TABLE randflake.settings FROM PUBLIC;
+COMMENT ON TABLE randflake.settings IS
+'This database''s node range and application pool: the edition''s postgresql.conf. Set through randflake.configure(), which creates each node''s record.';
+COMMENT ON COLUMN randflake.settings.node_id_min IS 'Lowest node this database''s sessions claim (randflake.node_id_min of the native extension).';
+COMMENT ON COLUMN randflake.settings.node_id_max IS 'Highest node this database''s sessions claim; at most 4096 nodes, more than max_connections.';
+COMMENT ON COLUMN randflake.settings.app_node_id_min IS 'Lowest node randflake_lease_acquire() leases to applications; NULL: no pool.';
+COMMENT ON COLUMN randflake.settings.app_node_id_max IS 'Highest node randflake_lease_acquire() leases to applications; NULL: no pool.';
+COMMENT ON COLUMN randflake.settings.max_nodes_per_call IS 'Most nodes one randflake_next() call moves through when their second is used up, before it fails instead of waiting.';
+
+CREATE FUNCTION randflake.node_record(node integer) RETURNS regclass
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN pg_catalog.format('randflake.node_%s', node)::regclass;
+COMMENT ON FUNCTION randflake.node_record(integer) IS
+'The sequence that records what node has used: its value is (second - epoch) << 17 | sequence of the last ID taken, so nextval() hands out each (second, sequence) once, whatever rolls back or crashes.';
+REVOKE ALL ON FUNCTION randflake.node_record(integer) FROM PUBLIC;
+
+CREATE FUNCTION randflake.configure(node_id_min integer, node_id_max integer,
+                                    app_node_id_min integer DEFAULT NULL, app_node_id_max integer DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO randflake.settings AS s (node_id_min, node_id_max, app_node_id_min, app_node_id_max)
+        VALUES (configure.node_id_min, configure.node_id_max, configure.app_node_id_min, configure.app_node_id_max)
+        ON CONFLICT ((true)) DO UPDATE
+        SET node_id_min = EXCLUDED.node_id_min, node_id_max = EXCLUDED.node_id_max,
+            app_node_id_min = EXCLUDED.app_node_id_min, app_node_id_max = EXCLUDED.app_node_id_max;
+    -- A node's record is never dropped: a node used once keeps refusing the seconds it used.
+    FOR node IN configure.node_id_min..configure.node_id_max LOOP
+        IF pg_catalog.to_regclass(pg_catalog.format('randflake.node_%s', node)) IS NULL THEN
+            EXECUTE pg_catalog.format('CREATE SEQUENCE randflake.node_%s AS bigint MINVALUE 0 START 0 NO CYCLE', node);
+            EXECUTE pg_catalog.format('REVOKE ALL ON SEQUENCE randflake.node_%s FROM PUBLIC', node);
+            EXECUTE pg_catalog.format(
+                'COMMENT ON SEQUENCE randflake.node_%s IS %L', node,
+                pg_catalog.format('Node %s''s record of used seconds: (second - epoch) << 17 | sequence of its last ID.', node));
+        END IF;
+    END LOOP;
+    PERFORM randflake.revoke_default_privileges();
+END
+$$;
+COMMENT ON FUNCTION randflake.configure(integer, integer, integer, integer) IS
+'Sets this database''s node range (at most 4096 nodes, disjoint from every other server''s) and, optionally, the application pool; creates the record of each node not yet recorded. Run as the owner.';
+REVOKE ALL ON FUNCTION randflake.configure(integer, integer, integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION randflake.clock_second() RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    second bigint := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint;
+BEGIN
+    IF second < randflake.epoch_second() OR second > randflake.last_second() THEN
+        RAISE EXCEPTION 'the clock reads Unix second %, outside the Randflake range %..%',
+            second, randflake.epoch_second(), randflake.last_second()
+            USING ERRCODE = 'datetime_field_overflow',
+                  HINT = 'Randflake IDs hold seconds from 2024-10-27 to 2058-11-05; check the server clock.';
+    END IF;
+    RETURN second;
+END
+$$;
+COMMENT ON FUNCTION randflake.clock_second() IS 'The server clock''s current Unix second, checked against the range an ID can hold.';
+REVOKE ALL ON FUNCTION randflake.clock_second() FROM PUBLIC;
+
+CREATE FUNCTION randflake.claim_node(first_node integer, last_node integer, now_offset bigint) RETURNS integer
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    size integer := last_node - first_node + 1;
+    -- Sessions start their search at different nodes, so that claims rarely collide.
+    first_try integer := pg_catalog.pg_backend_pid() % size;
+    node integer;
+    ahead integer := 0;
+    used bigint;
+BEGIN
+    FOR i IN 0..size - 1 LOOP
+        node := first_node + (first_try + i) % size;
+        IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), node) THEN
+            EXECUTE pg_catalog.format('SELECT last_value FROM %s', randflake.node_record(node)) INTO used;
+            IF used >> 17 <= now_offset THEN
+                RETURN node;
+            END IF;
+            -- This second is used up on the node, or the clock is behind the node's record.
+            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), node);
+            ahead := ahead + 1;
+        END IF;
+    END LOOP;
+    IF ahead > 0 THEN
+        RAISE EXCEPTION 'no node of %..% is free for this second; % of them already used it or a later one',
+            first_node, last_node, ahead
+            USING ERRCODE = 'configuration_limit_exceeded',
+                  HINT = 'Either more IDs were asked for in one second than the free nodes hold (131072 each), or the clock stepped back; check its time synchronisation (NTP). Generation resumes by itself in a later second.';
+    END IF;
+    RAISE EXCEPTION 'every node of %..% is claimed by another session', first_node, last_node
+        USING ERRCODE = 'configuration_limit_exceeded',
+              HINT = 'Each session making IDs holds one node: widen the range with randflake.configure() beyond max_connections.';
+END
+$$;
+COMMENT ON FUNCTION randflake.claim_node(integer, integer, bigint) IS
+'Claims a node of the range for this session with a session-level advisory lock (released when the session ends), skipping nodes whose record is past the current second.';
+REVOKE ALL ON FUNCTION randflake.claim_node(integer, integer, bigint) FROM PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- Generation.
+
+CREATE FUNCTION public.randflake_next() RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    subkeys bigint[];
+    first_node integer;
+    last_node integer;
+    max_nodes integer;
+    -- The session's node, its record and a tag of the two (see below), kept between calls in
+    -- the setting randflake_sql.node as node/record/tag.
+    hint text[] := pg_catalog.string_to_array(pg_catalog.current_setting('randflake_sql.node', true), '/');
+    node integer;
+    record oid;
+    now_offset bigint;
+    used bigint;
+    moves integer := 0;
+BEGIN
+    SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call
+      INTO subkeys, first_node, last_node, max_nodes
+      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c
+     WHERE s.subkeys IS NOT NULL;
+    IF NOT FOUND THEN
+        PERFORM randflake.subkeys();  -- says which is missing, the secret ...
+        RAISE EXCEPTION 'randflake_sql has no node range'  -- ... or the settings
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
+    END IF;
+    now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
+    IF now_offset < 0 OR now_offset > 1073741823 THEN
+        PERFORM randflake.clock_second();  -- says why
+    END IF;
+    -- Any role may set randflake_sql.node, and a rollback or DISCARD undoes it: it is only a
+    -- hint. Its tag, a keyed hash under round keys of the secret, proves that the record is the
+    -- node's sequence (looking it up by name would cost more than the rest of the call); the
+    -- transaction-level lock below proves, for the rest of the transaction, that no other
+    -- session uses the node.
+    IF pg_catalog.cardinality(hint) = 3
+       AND hint[3] = pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || hint[1] || '/' || hint[2]) THEN
+        node := hint[1]::integer;
+        record := hint[2]::oid;
+    END IF;
+    LOOP
+        IF node IS NULL OR node < first_node OR node > last_node
+           OR NOT pg_catalog.pg_try_advisory_xact_lock(randflake.lock_space(), node) THEN
+            node := randflake.claim_node(first_node, last_node, now_offset);
+            PERFORM pg_catalog.pg_advisory_xact_lock(randflake.lock_space(), node);
+            record := randflake.node_record(node);
+            PERFORM pg_catalog.set_config('randflake_sql.node', pg_catalog.concat_ws('/', node, record,
+                pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || node || '/' || record)), false);
+        END IF;
+        used := pg_catalog.nextval(record);
+        IF used >> 17 = now_offset THEN
+            RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 131071));
+        ELSIF used >> 17 < now_offset THEN
+            -- First ID of this second on the node: move its record to (second, 0). Only the
+            -- holder of the node's lock ever moves it, and only forward.
+            PERFORM pg_catalog.setval(record, now_offset << 17, true);
+            RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
+        ELSIF used = (now_offset + 1) << 17 AND moves < max_nodes THEN
+            -- The node's 131072 IDs of this second are used up: move to another node now
+            -- rather than wait for the next second.
+            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), node);
+            node := NULL;
+            moves := moves + 1;
+        ELSIF used = (now_offset + 1) << 17 THEN
+            RAISE EXCEPTION 'this call used up % nodes in one second', moves
+                USING ERRCODE = 'configuration_limit_exceeded',
+                      HINT = 'randflake.settings.max_nodes_per_call bounds the nodes one call moves through; generation resumes in the next second.';
+        ELSE
+            RAISE EXCEPTION 'the system clock is % s behind second %, which node % has already used for IDs',
+                (used >> 17) - now_offset, (used >> 17) + randflake.epoch_second(), node
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine.';
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_next() IS
+'Returns a new Randflake ID: a bigint unique across every server that shares the secret and uses a disjoint node range, and unpredictable without the secret. Use as: id bigint PRIMARY KEY DEFAULT randflake_next(). (randflake_sql, the SQL edition.)';
+GRANT EXECUTE ON FUNCTION public.randflake_next() TO PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- Decoding: EXECUTE granted to no one, as in the native extension.
+
+CREATE FUNCTION public.randflake_decode(id bigint)
+RETURNS TABLE ("timestamp" timestamp with time zone, node_id integer, sequence integer)
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    raw bigint := randflake.sparx_decrypt(randflake.subkeys(), id);
+BEGIN
+    "timestamp" := pg_catalog.to_timestamp(((raw >> 34) & 1073741823) + randflake.epoch_second());
+    node_id := ((raw >> 17) & 131071)::integer;
+    sequence := (raw & 131071)::integer;
+    RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_decode(bigint) IS
+'Decrypts a Randflake ID into the second it was made in, the node that made it and its sequence within that node and second. Requires the secret; EXECUTE is granted to no one by default.';
+
+CREATE FUNCTION public.randflake_timestamp(id bigint) RETURNS timestamp with time zone
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.to_timestamp(((randflake.sparx_decrypt(randflake.subkeys(), id) >> 34) & 1073741823)
+                               + randflake.epoch_second());
+COMMENT ON FUNCTION public.randflake_timestamp(bigint) IS
+'The second a Randflake ID was made in: randflake_decode(id).timestamp. Requires the secret; EXECUTE is granted to no one by default.';
+
+CREATE FUNCTION public.randflake_node_id(id bigint) RETURNS integer
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURN ((randflake.sparx_decrypt(randflake.subkeys(), id) >> 17) & 131071)::integer;
+COMMENT ON FUNCTION public.randflake_node_id(bigint) IS
+'The node that made a Randflake ID: randflake_decode(id).node_id. Requires the secret; EXECUTE is granted to no one by default.';
+
+CREATE FUNCTION public.randflake_sequence(id bigint) RETURNS integer
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+RETURN (randflake.sparx_decrypt(randflake.subkeys(), id) & 131071)::integer;
+COMMENT ON FUNCTION public.randflake_sequence(bigint) IS
+'The sequence of a Randflake ID within its node and second: randflake_decode(id).sequence. Requires the secret; EXECUTE is granted to no one by default.';
+
+REVOKE ALL ON FUNCTION public.randflake_decode(bigint), public.randflake_timestamp(bigint),
+    public.randflake_node_id(bigint), public.randflake_sequence(bigint) FROM PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- The string form (randflake/src/codec.rs): base32hex of the unsigned 64-bit value.
+
+CREATE FUNCTION public.randflake_to_string(id bigint) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    digits text := '';
+    rest bigint := id;
+    digit integer;
+BEGIN
+    -- The top digit holds the sign bit: shift the rest right as unsigned, 5 bits at a time.
+    FOR position IN 0..12 LOOP
+        digit := (rest & 31)::integer;
+        digits := pg_catalog.substr('0123456789abcdefghijklmnopqrstuv', digit + 1, 1) || digits;
+        rest := (rest >> 5) & 576460752303423487;  -- (1 << 59) - 1: no sign bits shifted in
+        EXIT WHEN rest = 0;
+    END LOOP;
+    RETURN digits;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_to_string(bigint) IS
+'Canonical string form of a Randflake ID: 1 to 13 lower-case base32hex digits (0-9, a-v) of the unsigned 64-bit value, as in the Go, Python and TypeScript ports.';
+GRANT EXECUTE ON FUNCTION public.randflake_to_string(bigint) TO PUBLIC;
+
+CREATE FUNCTION public.randflake_from_string(s text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    length integer := pg_catalog.char_length(s);
+    value bigint := 0;
+    character text;
+    digit integer;
+    reason text;
+BEGIN
+    IF length = 0 THEN
+        reason := 'the string is empty';
+    ELSIF length > 13 THEN
+        reason := pg_catalog.format('the string has %s characters, more than the 13 an ID can need', length);
+    ELSE
+        FOR position IN 1..length LOOP
+            character := pg_catalog.substr(s, position, 1);
+            digit := pg_catalog.strpos('0123456789abcdefghijklmnopqrstuv', character) - 1;
+            IF digit < 0 THEN
+                reason := pg_catalog.format(
+                    CASE WHEN character ~ '^[A-Z]$' THEN 'upper-case character %s at position %s'
+                         ELSE 'character %s at position %s is not a base32hex digit' END,
+                    pg_catalog.quote_literal(character), position - 1);
+                EXIT;
+            END IF;
+            -- 13 digits carry 65 bits: the first of 13 must be at most f.
+            IF length = 13 AND position = 1 AND digit > 15 THEN
+                reason := 'the value does not fit in 64 bits';
+                EXIT;
+            END IF;
+            value := (value << 5) | digit;
+        END LOOP;
+        IF reason IS NULL AND length > 1 AND pg_catalog.left(s, 1) = '0' THEN
+            reason := 'the string has a leading zero';
+        END IF;
+    END IF;
+    IF reason IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid Randflake ID string "%": %', pg_catalog.left(s, 40), reason
+            USING ERRCODE = 'invalid_text_representation',
+                  HINT = 'A Randflake ID string is 1 to 13 lower-case base32hex digits (0-9, a-v), without padding or leading zeros.';
+    END IF;
+    RETURN value;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_from_string(text) IS
+'Parses the canonical string form of a Randflake ID back into the bigint. Rejects upper case, padding, leading zeros, white space and values over 64 bits.';
+GRANT EXECUTE ON FUNCTION public.randflake_from_string(text) TO PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- Status.
+
+CREATE FUNCTION public.randflake_status()
+RETURNS TABLE (node_source text, state text, first_node integer, last_node integer,
+               lease_start timestamp with time zone, lease_end timestamp with time zone,
+               issuable_through timestamp with time zone, renewed_at timestamp with time zone,
+               nodes_in_use integer, nodes_free integer, node_switches bigint, clock_refusals bigint,
+               lease_refusals bigint, keeper_pid integer)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The columns of the native randflake_status(); what the edition has no counterpart for
+    -- (leases, a keeper, counters in shared memory) is NULL.
+    node_source := 'sql';
+    SELECT c.node_id_min, c.node_id_max INTO first_node, last_node FROM randflake.settings AS c;
+    IF NOT EXISTS (SELECT FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL) THEN
+        state := 'no secret loaded';
+    ELSIF first_node IS NULL THEN
+        state := 'no node range configured';
+    ELSE
+        state := 'active';
+        SELECT pg_catalog.count(DISTINCT l.objid)::integer INTO nodes_in_use
+          FROM pg_catalog.pg_locks AS l
+         WHERE l.locktype = 'advisory' AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                                          WHERE d.datname = pg_catalog.current_database())
+           AND l.classid = randflake.lock_space()::oid AND l.objsubid = 2 AND l.granted
+           AND l.objid::bigint BETWEEN first_node AND last_node;
+        nodes_free := last_node - first_node + 1 - nodes_in_use;
+    END IF;
+    RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_status() IS
+'One row describing this database''s ID generation by randflake_sql, in the columns of the native randflake_status(): node_source sql, state (active, no secret loaded, no node range configured), the node range, the nodes sessions hold now and the nodes free; the columns about leases, the keeper and counters are NULL. For the owner and pg_monitor.';
+REVOKE ALL ON FUNCTION public.randflake_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.randflake_status() TO pg_monitor;
+
+----------------------------------------------------------------------------------------------------
+-- Application leases, in a table of the native randflake.node_leases' shape.
+
+CREATE TABLE randflake.node_leases (
+    first_node   integer NOT NULL CONSTRAINT first_node_is_a_node CHECK (first_node BETWEEN 0 AND 131071),
+    last_node    integer NOT NULL CONSTRAINT last_node_ends_the_block CHECK (last_node BETWEEN first_node AND 131071),
+    holder       text    NOT NULL,
+    server_name  text    NOT NULL,
+    lease_start  bigint  NOT NULL CONSTRAINT lease_start_fits_an_id CHECK (lease_start BETWEEN 1730000000 AND 2803741823),
+    lease_end    bigint  NOT NULL CONSTRAINT lease_end_fits_an_id CHECK (lease_end BETWEEN lease_start AND 2803741823),
+    used_through bigint  NOT NULL,
+    renewed_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (first_node, lease_start),
+    CONSTRAINT used_through_within_lease CHECK (used_through BETWEEN lease_start - 1 AND lease_end),
+    CONSTRAINT node_leases_do_not_overlap EXCLUDE USING gist (
+        pg_catalog.int4range(first_node, last_node, '[]') WITH OPERATOR(pg_catalog.&&),
+        pg_catalog.int8range(lease_start, lease_end, '[]') WITH OPERATOR(pg_catalog.&&)
+    )
+);
+REVOKE ALL ON TABLE randflake.node_leases FROM PUBLIC;
+GRANT USAGE ON SCHEMA randflake TO pg_monitor;
+GRANT SELECT ON TABLE randflake.node_leases TO pg_monitor;
+COMMENT ON TABLE randflake.node_leases IS
+'Application leases of randflake_sql, in the shape of the native randflake.node_leases: a process may issue IDs with node first_node only in seconds lease_start..lease_end (Unix time). Written only by the randflake_lease_* functions.';
+COMMENT ON COLUMN randflake.node_leases.first_node IS 'The leased node.';
+COMMENT ON COLUMN randflake.node_leases.last_node IS 'The leased node again: application leases are of one node.';
+COMMENT ON COLUMN randflake.node_leases.holder IS 'app/<role>/<holder> while held, released/<role>/<holder> once given back.';
+COMMENT ON COLUMN randflake.node_leases.server_name IS 'The database that granted the lease.';
+COMMENT ON COLUMN randflake.node_leases.lease_start IS 'First second (Unix time) of the lease.';
+COMMENT ON COLUMN randflake.node_leases.lease_end IS 'Last second (Unix time) of the lease, inclusive.';
+COMMENT ON COLUMN randflake.node_leases.used_through IS 'The last second the holder may have used: the lease''s end.';
+COMMENT ON COLUMN randflake.node_leases.renewed_at IS 'When the lease was last written.';
+
+CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_first integer, OUT pool_last integer,
+                                     OUT stored_holder text, OUT now_second bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- A lease counts once committed, and durably. Unlike the native function this one cannot
+    -- tell a transaction block from autocommit (no SQL function can): callers must use
+    -- autocommit, as docs/managed-postgresql.md says.
+    PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    SELECT c.app_node_id_min, c.app_node_id_max INTO pool_first, pool_last FROM randflake.settings AS c;
+    IF pool_first IS NULL THEN
+        RAISE EXCEPTION 'no application pool is configured'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max, app_node_id_min, app_node_id_max).';
+    END IF;
+    IF holder IS NULL OR seconds IS NULL THEN
+        RAISE EXCEPTION 'the holder and seconds of a lease must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Name the process, e.g. service@host:pid.';
+    END IF;
+    IF pg_catalog.octet_length(holder) NOT BETWEEN 1 AND 200 OR holder ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'invalid lease holder: it must be 1 to 200 bytes without control characters'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Name the process, e.g. service@host:pid.';
+    END IF;
+    now_second := randflake.clock_second();
+    IF seconds < 1 OR seconds > randflake.last_second() - now_second + 1 THEN
+        RAISE EXCEPTION 'invalid lease length % s: it must be at least 1 and end by the format''s last second', seconds
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Leases of a few minutes, extended ahead of their end, are usual.';
+    END IF;
+    stored_holder := session_user || '/' || holder;
+END
+$$;
+COMMENT ON FUNCTION randflake.lease_call(text, integer) IS
+'What every randflake_lease_* call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
+REVOKE ALL ON FUNCTION randflake.lease_call(text, integer) FROM PUBLIC;
+
+CREATE FUNCTION public.randflake_lease_acquire(holder text, seconds integer DEFAULT 600)
+RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    call record;
+BEGIN
+    SELECT * INTO call FROM randflake.lease_call(holder, seconds);
+    -- One acquirer at a time, so that two never pick the same node.
+    LOCK TABLE randflake.node_leases IN SHARE ROW EXCLUSIVE MODE;
+    SELECT n INTO node_id
+      FROM pg_catalog.generate_series(call.pool_first, call.pool_last) AS n
+     WHERE NOT EXISTS (SELECT FROM randflake.node_leases AS l
+                        WHERE l.first_node <= n AND l.last_node >= n AND l.lease_end >= call.now_second)
+     ORDER BY n LIMIT 1;
+    IF node_id IS NULL THEN
+        RAISE EXCEPTION 'every node of the application pool %..% is leased', call.pool_first, call.pool_last
+            USING ERRCODE = 'configuration_limit_exceeded',
+                  HINT = 'Release leases at shutdown, or widen the pool with randflake.configure().';
+    END IF;
+    lease_start := call.now_second;
+    lease_end_exclusive := call.now_second + seconds;
+    INSERT INTO randflake.node_leases AS l
+           (first_node, last_node, holder, server_name, lease_start, lease_end, used_through)
+    VALUES (node_id, node_id, 'app/' || call.stored_holder, pg_catalog.current_database(),
+            lease_start, lease_end_exclusive - 1, lease_end_exclusive - 1);
+    RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_lease_acquire(text, integer) IS
+'Leases a free node of the application pool to holder for seconds from now (default 600, at least 1): returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive). The holder is kept under the session''s role; the lease counts once committed: call it in autocommit mode. EXECUTE is granted to no one by default.';
+
+CREATE FUNCTION randflake.lease_extend(holder text, node integer, seconds integer)
+RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    call record;
+BEGIN
+    SELECT * INTO call FROM randflake.lease_call(holder, seconds);
+    UPDATE randflake.node_leases AS l
+       SET lease_end = GREATEST(l.lease_end, call.now_second + seconds - 1),
+           used_through = GREATEST(l.lease_end, call.now_second + seconds - 1),
+           renewed_at = pg_catalog.now()
+     WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second
+    RETURNING l.first_node, l.lease_start, l.lease_end + 1 INTO node_id, lease_start, lease_end_exclusive;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'node % has no live lease of holder %', node, pg_catalog.quote_literal(holder)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'The lease ended or was never this holder''s: stop issuing IDs with that node and acquire a new lease.';
+    END IF;
+    RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION randflake.lease_extend(text, integer, integer) IS
+'The body of randflake_lease_extend(), whose argument node_id PL/pgSQL could not tell from its result column of that name.';
+REVOKE ALL ON FUNCTION randflake.lease_extend(text, integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION public.randflake_lease_extend(holder text, node_id integer, seconds integer DEFAULT 600)
+RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS 'SELECT * FROM randflake.lease_extend($1, $2, $3)';
+COMMENT ON FUNCTION public.randflake_lease_extend(text, integer, integer) IS
+'Moves the end of holder''s live lease of node_id to seconds from now (never earlier), keeping its node and start: the reference ports'' extend_lease. Fails once the lease has ended; the application must then stop issuing with that node. EXECUTE is granted to no one by default.';
+
+CREATE FUNCTION public.randflake_lease_release(holder text, node_id integer) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    call record;
+BEGIN
+    SELECT * INTO call FROM randflake.lease_call(holder, 1);
+    -- The node is leased again only after the seconds its holder may have used, with a minute's
+    -- allowance for an application clock ahead of the server's.
+    UPDATE randflake.node_leases AS l
+       SET holder = 'released/' || call.stored_holder,
+           lease_end = LEAST(l.lease_end, GREATEST(l.lease_start, call.now_second + 60)),
+           used_through = LEAST(l.lease_end, GREATEST(l.lease_start, call.now_second + 60)),
+           renewed_at = pg_catalog.now()
+     WHERE l.first_node = node_id AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION public.randflake_lease_release(text, integer) IS
+'Gives holder''s lease of node_id back: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. Returns false if the lease had already ended. EXECUTE is granted to no one by default.';
+
+REVOKE ALL ON FUNCTION public.randflake_lease_acquire(text, integer), public.randflake_lease_extend(text, integer, integer),
+    public.randflake_lease_release(text, integer) FROM PUBLIC;
+
+----------------------------------------------------------------------------------------------------
+-- Last: take back whatever the owner's ALTER DEFAULT PRIVILEGES granted on the objects above, so
+-- that the secret, the records and decoding stay the owner's alone.
+
+CREATE FUNCTION randflake.revoke_default_privileges() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    object record;
+    privilege record;
+BEGIN
+    FOR object IN
+        SELECT pg_catalog.format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass) AS name,
+               c.relacl AS acl, c.relowner AS owner
+          FROM pg_catalog.pg_class AS c
+         WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind IN ('r', 'S')
+        UNION ALL
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::regprocedure), p.proacl, p.proowner
+          FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = 'randflake'::regnamespace
+            OR (p.pronamespace = 'public'::regnamespace AND p.proname ~~ 'randflake\_%')
+    LOOP
+        FOR privilege IN
+            SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(object.acl) AS a
+             WHERE a.grantee <> object.owner AND a.grantee <> 0 AND a.grantee <> 'pg_monitor'::regrole
+        LOOP
+            RAISE WARNING 'randflake_sql: taking back a default privilege on % from %', object.name, privilege.grantee::regrole;
+            EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %I', object.name, privilege.grantee::regrole::text);
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION randflake.revoke_default_privileges() IS
+'Takes from every object of randflake_sql each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each. The script ends by calling it, and randflake.configure() after creating node records.';
+REVOKE ALL ON FUNCTION randflake.revoke_default_privileges() FROM PUBLIC;
+
+SELECT randflake.revoke_default_privileges();

@@ -1,0 +1,615 @@
+"""randflake_sql, the SQL edition (sql-edition/), as a managed server's customer uses it: a
+cluster WITHOUT randflake_pg preloaded, a database owner who is not a superuser installing the
+script with psql and loading the secret with COPY ... FROM STDIN; IDs checked byte for byte
+against the published vectors, the Python reference port and the native extension."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import threading
+
+import psycopg
+import pytest
+from psycopg.errors import ConfigurationLimitExceeded, InsufficientPrivilege, ObjectNotInPrerequisiteState
+from randflake.sparx64 import Sparx64
+from randflake.v2 import Config, Generator, Lease, decode_string, encode_string
+
+from conftest import ROOT, Cluster, _ports, as_owner, pg_config, wait_for, write_server_file
+from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
+
+SCRIPT = ROOT / "sql-edition" / "randflake_sql--0.6.0.sql"
+VECTORS = json.loads((ROOT / "randflake" / "tests" / "data" / "reference_vectors.json").read_text())
+EPOCH, LAST_SECOND = 1730000000, 2803741823
+OWNER, DATABASE = "app_owner", "app"
+# Settings of a managed server: no randflake_pg, statements logged, pg_stat_statements loaded.
+MANAGED = ("shared_preload_libraries = 'pg_stat_statements'", "log_statement = 'all'")
+
+
+def psql(cluster: Cluster, dbname: str, user: str, *args: str, stdin: str | None = None) -> str:
+    command = [f"{pg_config('--bindir')}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(cluster.dir),
+               "-p", str(cluster.port), "-U", user, "-d", dbname, *args]
+    return subprocess.run(command, check=True, capture_output=True, text=True, input=stdin).stdout
+
+
+def copy_secret(conn: psycopg.Connection, secret_hex: str) -> None:
+    """The one documented way: COPY ... FROM STDIN, whose data no statement text holds."""
+    with conn.cursor() as cursor, cursor.copy("COPY randflake.secret (secret_hex) FROM STDIN") as copy:
+        copy.write_row((secret_hex,))
+
+
+def load_secret(conn: psycopg.Connection, secret_hex: str) -> None:
+    copy_secret(conn, secret_hex)
+    assert conn.execute("SELECT randflake.check_secret()").fetchone() == ("the secret is loaded",)
+
+
+def install(cluster: Cluster, dbname: str, secret_hex: str | None, nodes: tuple[int, int],
+            app_pool: tuple[int, int] | None = None) -> None:
+    """CREATE DATABASE owned by OWNER, then everything else as OWNER, who is no superuser."""
+    with cluster.connect() as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (OWNER,)).fetchone():
+            conn.execute(f"CREATE ROLE {OWNER} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB")
+        conn.execute(f"CREATE DATABASE {dbname} OWNER {OWNER}")
+    psql(cluster, dbname, OWNER, "-1", "-o", "/dev/null", "-f", str(SCRIPT))
+    with cluster.connect(dbname, OWNER) as conn:
+        if secret_hex:
+            load_secret(conn, secret_hex)
+        conn.execute("SELECT randflake.configure(%s, %s, %s, %s)", (*nodes, *(app_pool or (None, None))))
+
+
+def edition_cluster(cluster: Cluster, load: bool = True) -> str:
+    """Installs the edition in DATABASE of a started cluster: nodes 0..63, application pool
+    100..199; returns the secret, loaded unless `load` is false."""
+    secret_hex = os.urandom(16).hex()
+    install(cluster, DATABASE, secret_hex if load else None, (0, 63), (100, 199))
+    with cluster.connect(DATABASE) as conn:
+        conn.execute("CREATE ROLE writer LOGIN")
+        conn.execute("CREATE ROLE svc LOGIN")
+        conn.execute("GRANT ALL ON SCHEMA public TO writer")
+    return secret_hex
+
+
+@pytest.fixture(scope="module")
+def edition(request):
+    """One managed-like cluster with the edition installed, shared by the tests that leave it as
+    they found it (their own tables, roles and databases)."""
+    cluster = Cluster(f"{request.node.name[:30]}-edition", MANAGED)
+    cluster.start()
+    secret_hex = edition_cluster(cluster)
+    yield cluster, secret_hex
+    cluster.destroy()
+
+
+@pytest.fixture(scope="module")
+def native(request):
+    """A cluster running the native extension, nodes 1024..2047 of the same ID space."""
+    cluster = Cluster(f"{request.node.name[:30]}-native", ("randflake.node_id_min = 1024", "randflake.node_id_max = 2047"))
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        wait_for(lambda: conn.execute("SELECT state = 'active' FROM randflake_status()").fetchone()[0], 30,
+                 "the native keeper's lease")
+    yield cluster
+    cluster.destroy()
+
+
+def signed(value: int) -> int:
+    """An unsigned 64-bit value as the bigint of the same bits."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def raw_of(second: int, node: int, sequence: int) -> int:
+    return signed((second - EPOCH) << 34 | node << 17 | sequence)
+
+
+def test_installs_as_a_database_owner_without_superuser(edition):
+    cluster, _ = edition
+    with cluster.connect() as conn:
+        assert "randflake_pg" not in conn.execute("SHOW shared_preload_libraries").fetchone()[0]
+    with cluster.connect(DATABASE, OWNER) as conn:
+        assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (False,)
+        objects = conn.execute(
+            """SELECT p.oid::regprocedure::text, p.prosecdef, p.proconfig, obj_description(p.oid, 'pg_proc'),
+                      has_function_privilege('public', p.oid, 'EXECUTE'), pg_get_userbyid(p.proowner)
+                 FROM pg_proc p WHERE p.pronamespace = 'randflake'::regnamespace
+                    OR (p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'randflake\\_%')"""
+        ).fetchall()
+        granted = {name for name, _, _, _, public, _ in objects if public}
+        assert granted == {"randflake_next()", "randflake_to_string(bigint)", "randflake_from_string(text)"}
+        for name, definer, config, comment, _, owner in objects:
+            assert comment, f"{name} has no comment"
+            assert owner == OWNER
+            if definer:
+                assert config == ["search_path=pg_catalog, pg_temp"], name
+        tables = conn.execute(
+            """SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c
+                WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind = 'r'"""
+        ).fetchall()
+        assert {name for name, _ in tables} == {"secret", "settings", "node_leases"}
+        assert all(comment for _, comment in tables)
+    with cluster.connect(DATABASE, "writer") as conn:
+        assert isinstance(conn.execute("SELECT randflake_next()").fetchone()[0], int)
+        for statement in ("SELECT * FROM randflake.secret", "SELECT randflake_decode(1)", "SELECT randflake_node_id(1)",
+                          "SELECT randflake.subkeys()", "SELECT nextval('randflake.node_0')",
+                          "SELECT * FROM randflake_lease_acquire('x', 10)"):
+            with pytest.raises(InsufficientPrivilege):
+                conn.execute(statement)
+
+
+def test_every_published_vector(edition):
+    cluster, _ = edition
+    sparx = VECTORS["sparx64_128"][0]
+    with cluster.connect(DATABASE, OWNER) as conn:
+        # The paper's vector: its plaintext words are the bytes of a little-endian raw ID.
+        plain = int.from_bytes(bytes.fromhex(sparx["plaintext"]), "little", signed=True)
+        cipher = int.from_bytes(bytes.fromhex(sparx["ciphertext"]), "little", signed=True)
+        assert conn.execute("SELECT randflake.sparx_encrypt(randflake.sparx_expand_key(%s), %s)",
+                            (sparx["key"], plain)).fetchone() == (cipher,)
+        for vector in VECTORS["randflake"]:
+            row = conn.execute(
+                """SELECT randflake.sparx_encrypt(k, %(raw)s), randflake.sparx_decrypt(k, %(id)s),
+                          randflake_to_string(%(id)s), randflake_from_string(%(text)s)
+                     FROM randflake.sparx_expand_key(%(secret)s) k""",
+                {"raw": signed(int(vector["raw_id"])), "id": int(vector["encrypted_id"]), "text": vector["encoded_id"],
+                 "secret": vector["secret"]},
+            ).fetchone()
+            assert row == (int(vector["encrypted_id"]), signed(int(vector["raw_id"])), vector["encoded_id"],
+                           int(vector["encrypted_id"])), vector
+
+
+def random_cases(rng: random.Random, count: int) -> list[tuple[int, int, int]]:
+    return [(rng.randint(EPOCH, LAST_SECOND), rng.randrange(1 << 17), rng.randrange(1 << 17)) for _ in range(count)]
+
+
+def edition_batch(cluster: Cluster, secrets: list[str], key_of: list[int], raws: list[int],
+                  both_ways: bool, into: list) -> None:
+    """Case n encrypted under secrets[key_of[n] - 1] by the edition: (n, ID, its decryption when
+    `both_ways`, its string form, that string parsed when `both_ways`) into `into`. OFFSET 0
+    keeps each function to one call per case."""
+    back = "randflake.sparx_decrypt(e.subkeys, e.id)" if both_ways else "NULL::bigint"
+    parsed = "randflake_from_string(e.text)" if both_ways else "NULL::bigint"
+    with cluster.connect(DATABASE, OWNER) as conn:
+        into += conn.execute(
+            f"""SELECT e.n, e.id, {back}, e.text, {parsed}
+                  FROM (SELECT i.n, i.subkeys, i.id, randflake_to_string(i.id) AS text
+                          FROM (SELECT c.n, k.subkeys, randflake.sparx_encrypt(k.subkeys, c.raw) AS id
+                                  FROM unnest(%s::text[]) WITH ORDINALITY AS s(secret, key_n),
+                                       LATERAL (SELECT randflake.sparx_expand_key(s.secret) AS subkeys OFFSET 0) k,
+                                       unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS c(key_n, raw, n)
+                                 WHERE c.key_n = s.key_n OFFSET 0) i OFFSET 0) e
+                 ORDER BY e.n""",
+            (secrets, key_of, raws)).fetchall()
+
+
+def test_random_cases_match_the_reference_port_and_the_native_extension(edition, native):
+    """100,000 random (second, node, sequence, secret) cases against the Python reference port,
+    and 100,000 under the native server's secret against the native extension: encryption,
+    decryption and the string form both ways. The two batches run at once, one per core."""
+    cluster, _ = edition
+    rng = random.Random(31)
+    secrets = [rng.randbytes(16) for _ in range(1000)]
+    cases = random_cases(rng, 100_000)
+    raws = [raw_of(*case) for case in cases]
+    key_of = [i // 100 + 1 for i in range(len(cases))]
+    native_cases = random_cases(rng, 100_000)
+    native_raws = [raw_of(*case) for case in native_cases]
+    rows: list = []
+    made: list = []
+    batches = [
+        threading.Thread(target=edition_batch, args=(cluster, [s.hex() for s in secrets], key_of, raws, True, rows)),
+        threading.Thread(target=edition_batch,
+                         args=(cluster, [native.key_hex], [1] * len(native_raws), native_raws, False, made)),
+    ]
+    for batch in batches:
+        batch.start()
+    for batch in batches:
+        batch.join()
+    assert len(rows) == len(made) == 100_000
+
+    ciphers = [Sparx64(secret) for secret in secrets]
+    out = bytearray(8)
+    for (n, id_, back, text, value), raw, key in zip(rows, raws, key_of):
+        ciphers[key - 1].encrypt(out, (raw % (1 << 64)).to_bytes(8, "little"))
+        assert id_ == int.from_bytes(out, "little", signed=True), (n, raw)
+        assert back == raw
+        assert text == encode_string(id_) and value == decode_string(text) == id_
+
+    ids = [id_ for _, id_, _, _, _ in made]
+    with native.connect() as conn:
+        decoded = conn.execute(
+            """SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence, randflake_to_string(u.id),
+                      randflake_from_string((%s::text[])[u.n])
+                 FROM unnest(%s::bigint[]) WITH ORDINALITY u(id, n), randflake_decode(u.id) d ORDER BY u.n""",
+            ([text for _, _, _, text, _ in made], ids),
+        ).fetchall()
+        native_ids = [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 5000)")]
+        native_parts = conn.execute(
+            """SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+                 FROM unnest(%s::bigint[]) WITH ORDINALITY u(id, n), randflake_decode(u.id) d ORDER BY u.n""",
+            (native_ids,)).fetchall()
+    for case, (_, id_, _, text, _), (second, node, sequence, native_text, native_value) in zip(native_cases, made,
+                                                                                              decoded):
+        assert (second, node, sequence) == case
+        assert native_text == text and native_value == id_
+    # And back: the native extension's own IDs, decrypted by the edition under the same secret.
+    with cluster.connect(DATABASE, OWNER) as conn:
+        edition_parts = conn.execute(
+            """SELECT (r >> 34) + 1730000000, ((r >> 17) & 131071)::int, (r & 131071)::int
+                 FROM randflake.sparx_expand_key(%s) k, unnest(%s::bigint[]) WITH ORDINALITY u(id, n),
+                      LATERAL randflake.sparx_decrypt(k, u.id) r ORDER BY u.n""",
+            (native.key_hex, native_ids)).fetchall()
+    assert edition_parts == native_parts
+
+
+def generate(cluster: Cluster, dbname: str, user: str, rounds: int, per_round: int) -> list[int]:
+    made = []
+    with cluster.connect(dbname, user) as conn:
+        for _ in range(rounds):
+            made += [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, %s)", (per_round,))]
+    return made
+
+
+def test_sixteen_concurrent_sessions_make_no_duplicate(edition):
+    cluster, _ = edition
+    results: list[list[int]] = [[] for _ in range(16)]
+    errors = []
+
+    def session(index: int) -> None:
+        try:
+            results[index] = generate(cluster, DATABASE, "writer", 20, 100)
+        except Exception as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    made = [id_ for ids in results for id_ in ids]
+    assert len(made) == 16 * 2000 and len(set(made)) == len(made)
+    with cluster.connect(DATABASE, OWNER) as conn:
+        nodes = [{node for (node,) in conn.execute(
+            "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))} for ids in results]
+    # Each session held one node of 0..63 throughout, and no two sessions the same one.
+    assert all(len(held) == 1 and 0 <= next(iter(held)) <= 63 for held in nodes)
+    assert len(set().union(*nodes)) == 16
+
+
+def ids_once_a_node_is_free(conn: psycopg.Connection, count: int) -> list[int]:
+    """`count` IDs from the session, waiting while every node is still held: a closed session's
+    backend releases its node when it has exited, a moment after the client closed it."""
+    def attempt() -> list[int] | None:
+        try:
+            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, %s)", (count,))]
+        except ConfigurationLimitExceeded:
+            return None
+    return wait_for(attempt, 10, "a free node")
+
+
+def test_node_claims_follow_sessions_that_come_and_go(edition):
+    """Four nodes, sessions opening and closing: each live session holds its own node (a fifth
+    is refused), a closed session's node is claimed again, and no ID repeats."""
+    cluster, secret_hex = edition
+    install(cluster, "claims", secret_hex, (200, 203))
+    sessions = [cluster.connect("claims", "writer") for _ in range(4)]
+    made = []
+    try:
+        for conn in sessions:
+            made += [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 50)")]
+        with cluster.connect("claims", "writer") as fifth:
+            with pytest.raises(ConfigurationLimitExceeded, match="every node of 200..203 is claimed"):
+                fifth.execute("SELECT randflake_next()")
+            sessions.pop().close()
+            made += ids_once_a_node_is_free(fifth, 50)
+        for _ in range(30):
+            index = random.randrange(len(sessions))
+            sessions[index].close()
+            sessions[index] = cluster.connect("claims", "writer")
+            for conn in sessions:
+                made += ids_once_a_node_is_free(conn, 20)
+    finally:
+        for conn in sessions:
+            conn.close()
+    assert len(set(made)) == len(made)
+    with cluster.connect("claims", OWNER) as conn:
+        nodes = {n for (n,) in conn.execute("SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (made,))}
+        assert nodes == {200, 201, 202, 203}
+        wait_for(lambda: conn.execute("SELECT nodes_in_use FROM randflake_status()").fetchone() == (0,), 10,
+                 "the closed sessions' nodes to be free")
+
+
+def test_a_forged_node_hint_is_not_followed(edition):
+    """randflake_sql.node is a setting any role may set. Copied from a session that holds its
+    node, it makes the copier claim a node of its own (the lock); pointing the copier's own node
+    at another node's record, it is ignored (the tag): that record stays as it was, and the
+    copier's IDs stay unique."""
+    cluster, _ = edition
+    with cluster.connect(DATABASE, "writer") as holder, cluster.connect(DATABASE, "writer") as forger, \
+            cluster.connect(DATABASE, OWNER) as owner:
+        def nodes_of(ids: list[int]) -> set[int]:
+            return {n for (n,) in owner.execute(
+                "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))}
+
+        def twenty(conn: psycopg.Connection) -> list[int]:
+            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 20)")]
+
+        (held,) = nodes_of(twenty(holder))
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)",
+                       holder.execute("SHOW randflake_sql.node").fetchone())
+        made = twenty(forger)
+        (own,) = nodes_of(made)
+        assert own != held
+
+        node, _, tag = forger.execute("SHOW randflake_sql.node").fetchone()[0].split("/")
+        other = 63 if own != 63 else 62
+        before = owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone()
+        record = owner.execute("SELECT %s::regclass::oid", (f"randflake.node_{other}",)).fetchone()[0]
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (f"{node}/{record}/{tag}",))
+        made += twenty(forger)
+        assert owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone() == before
+        assert nodes_of(made) == {own} and len(set(made)) == len(made)
+        assert nodes_of(twenty(holder)) == {held}
+
+
+def test_a_rolled_back_id_is_never_issued_again(edition):
+    """The per-node record is a sequence, which no rollback undoes."""
+    cluster, _ = edition
+    with cluster.connect(DATABASE, "writer") as conn:
+        seen = set()
+        for _ in range(200):
+            conn.execute("BEGIN")
+            seen.add(conn.execute("SELECT randflake_next()").fetchone()[0])
+            conn.execute("ROLLBACK")
+            seen.add(conn.execute("SELECT randflake_next()").fetchone()[0])
+        assert len(seen) == 400
+
+
+@pytest.fixture(scope="module")
+def fake_clock_preload():
+    yield from preload_for_tests("sqled")
+
+
+def test_clock_stepped_back_is_refused_and_exhaustion_moves_node(make_cluster, fake_clock_preload):
+    cluster = make_cluster(*MANAGED)
+    clock = FakeClock(cluster, fake_clock_preload)
+    start_under_fake_clock(cluster, clock)
+    edition_cluster(cluster)
+    with cluster.connect(DATABASE, "writer") as conn, cluster.connect(DATABASE, OWNER) as owner:
+        first = conn.execute("SELECT randflake_next()").fetchone()[0]
+        node = owner.execute("SELECT randflake_node_id(%s)", (first,)).fetchone()[0]
+        clock.set(-30)
+        with pytest.raises(ObjectNotInPrerequisiteState, match=r"clock is \d+ s behind second \d+, which node"):
+            conn.execute("SELECT randflake_next()")
+        clock.set(0)
+        again = conn.execute("SELECT randflake_next()").fetchone()[0]
+        assert owner.execute("SELECT randflake_node_id(%s)", (again,)).fetchone() == (node,)
+
+        # A node whose second is used up: the next ID comes from another node, in the same second.
+        with clock.frozen():
+            first = conn.execute("SELECT randflake_next()").fetchone()[0]
+            second = owner.execute("SELECT extract(epoch FROM randflake_timestamp(%s))::bigint", (first,)).fetchone()[0]
+            owner.execute("SELECT setval(randflake.node_record(%s), (%s::bigint - 1730000000) << 17 | 131070)",
+                          (node, second))
+            ids = [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 3)")]
+            parts = owner.execute(
+                """SELECT extract(epoch FROM d.timestamp)::bigint, d.node_id, d.sequence
+                     FROM unnest(%s::bigint[]) WITH ORDINALITY u(id, n), randflake_decode(u.id) d ORDER BY u.n""",
+                (ids,)).fetchall()
+        assert parts[0] == (second, node, 131071)
+        assert {p[0] for p in parts} == {second}
+        assert parts[1][1] != node and parts[1][2] == 0 and parts[2][1:] == (parts[1][1], 1)
+
+
+def pgbouncer(cluster: Cluster, port: int) -> subprocess.Popen:
+    """PgBouncer in transaction mode in front of DATABASE, four server connections for all clients."""
+    ini = cluster.dir / "pgbouncer.ini"
+    write_server_file(ini, f"""[databases]
+{DATABASE} = host={cluster.dir} port={cluster.port} dbname={DATABASE} user=writer
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = any
+pool_mode = transaction
+default_pool_size = 4
+max_client_conn = 100
+logfile = {cluster.dir}/pgbouncer.log
+pidfile = {cluster.dir}/pgbouncer.pid
+""", 0o644)
+    process = subprocess.Popen(as_owner(["/usr/sbin/pgbouncer", str(ini)]))
+    wait_for(lambda: _accepts(port), 20, "pgbouncer to accept connections")
+    return process
+
+
+def _accepts(port: int) -> bool:
+    try:
+        psycopg.connect(host="127.0.0.1", port=port, dbname=DATABASE, user="writer", autocommit=True).close()
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+def test_behind_pgbouncer_in_transaction_mode(edition):
+    """Clients share four server connections; a node belongs to a server connection (its
+    advisory lock is the backend's), so clients interleaving on them still get unique IDs."""
+    cluster, _ = edition
+    port = next(_ports)
+    process = pgbouncer(cluster, port)
+    try:
+        with cluster.connect(DATABASE, "writer") as conn:
+            conn.execute("CREATE TABLE pooled (id bigint PRIMARY KEY DEFAULT randflake_next(), client int)")
+        errors = []
+
+        def client(index: int) -> None:
+            try:
+                with psycopg.connect(host="127.0.0.1", port=port, dbname=DATABASE, user="writer",
+                                     autocommit=True, prepare_threshold=None) as conn:
+                    for round_ in range(40):
+                        if round_ % 2:
+                            conn.execute("INSERT INTO pooled (client) VALUES (%s)", (index,))
+                        else:
+                            with conn.transaction():
+                                conn.execute("INSERT INTO pooled (client) SELECT %s FROM generate_series(1, 5)", (index,))
+            except Exception as error:  # reported below, in the test's thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors
+        with cluster.connect(DATABASE) as conn:
+            count, nodes = conn.execute(
+                "SELECT count(*), count(DISTINCT randflake_node_id(id)) FROM pooled").fetchone()
+        assert count == 16 * (20 + 20 * 5)
+        assert 1 <= nodes <= 4  # the server connections', not the 16 clients'
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_application_leases_with_the_reference_port(edition):
+    cluster, secret_hex = edition
+    with cluster.connect(DATABASE) as conn:
+        conn.execute("GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer), "
+                     "randflake_lease_extend(text, integer, integer), randflake_lease_release(text, integer) TO svc")
+    with cluster.connect(DATABASE, "svc") as conn:
+        node, start, end = conn.execute("SELECT * FROM randflake_lease_acquire('api@host:1', 30)").fetchone()
+        assert 100 <= node <= 199 and end == start + 30
+        generator = Generator(Config(lease=Lease(node, start, end), secret=bytes.fromhex(secret_hex)))
+        made = [generator.generate() for _ in range(500)]
+        row = conn.execute("SELECT * FROM randflake_lease_extend('api@host:1', %s, 600)", (node,)).fetchone()
+        assert row[:2] == (node, start) and row[2] >= end
+        generator.extend_lease(Lease(*row))
+        other = conn.execute("SELECT * FROM randflake_lease_acquire('api@host:2', 30)").fetchone()
+        assert other[0] != node
+        assert conn.execute("SELECT randflake_lease_release('api@host:1', %s)", (node,)).fetchone() == (True,)
+        with pytest.raises(ObjectNotInPrerequisiteState):
+            conn.execute("SELECT * FROM randflake_lease_extend('api@host:1', %s, 600)", (node,))
+        conn.execute("SELECT randflake_lease_release('api@host:2', %s)", (other[0],))
+    with cluster.connect(DATABASE, OWNER) as conn:
+        decoded = conn.execute(
+            "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (made,)).fetchall()
+        assert decoded == [(node,)]
+        assert conn.execute("SELECT holder FROM randflake.node_leases WHERE first_node = %s", (node,)).fetchone() == (
+            "released/svc/api@host:1",)
+
+
+def test_the_secret_is_never_in_statements_activity_or_the_log(make_cluster):
+    cluster = make_cluster(*MANAGED)
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE DATABASE stats")
+    with cluster.connect("stats") as conn:
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+    secret_hex = edition_cluster(cluster, load=False)
+    with cluster.connect(DATABASE, OWNER) as conn:
+        # A malformed secret, then the right one loaded twice: refused, with errors in the log.
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            load_secret(conn, secret_hex[:-1] + "x")
+        conn.execute("DELETE FROM randflake.secret")
+        load_secret(conn, secret_hex)
+        with pytest.raises(psycopg.errors.CardinalityViolation):
+            load_secret(conn, secret_hex)
+        conn.execute("DELETE FROM randflake.secret WHERE subkeys IS NULL")
+        assert conn.execute("SELECT randflake.check_secret()").fetchone() == ("the secret is loaded",)
+        conn.execute("SELECT randflake_decode(randflake_next())")
+    with cluster.connect("stats") as conn:
+        statements = " ".join(q for (q,) in conn.execute("SELECT query FROM pg_stat_statements"))
+        activity = " ".join(q or "" for (q,) in conn.execute("SELECT query FROM pg_stat_activity"))
+    assert "COPY randflake.secret" in statements and "COPY randflake.secret" in cluster.log()
+    for route in (statements, activity, cluster.log()):
+        assert secret_hex not in route and secret_hex[:-1] not in route
+
+
+def test_dump_and_restore(edition):
+    """pg_dump as the owner, leaving the secret's row out; restored, the secret loaded again, the
+    records of used seconds come back with it, and IDs go on unique."""
+    cluster, secret_hex = edition
+    install(cluster, "dumped", secret_hex, (300, 303))
+    with cluster.connect("dumped", OWNER) as conn:
+        conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), note text)")
+        conn.execute("INSERT INTO orders (note) SELECT 'before' FROM generate_series(1, 500)")
+    with cluster.connect("dumped", OWNER) as conn:
+        records = conn.execute("SELECT n, pg_sequence_last_value(randflake.node_record(n)) "
+                               "FROM generate_series(300, 303) n ORDER BY n").fetchall()
+    dump = cluster.dir.parent / f"{cluster.dir.name}-dumped.dump"
+    bindir = pg_config("--bindir")
+    connection = ["-h", str(cluster.dir), "-p", str(cluster.port), "-U", OWNER]
+    subprocess.run([f"{bindir}/pg_dump", *connection, "-Fc", "--exclude-table-data=randflake.secret", "-f", str(dump),
+                    "dumped"], check=True)
+    try:
+        with cluster.connect() as conn:
+            conn.execute("DROP DATABASE dumped")
+            conn.execute(f"CREATE DATABASE dumped OWNER {OWNER}")
+        subprocess.run([f"{bindir}/pg_restore", *connection, "-d", "dumped", "--exit-on-error", str(dump)], check=True)
+    finally:
+        dump.unlink()
+    with cluster.connect("dumped", OWNER) as conn:
+        with pytest.raises(ObjectNotInPrerequisiteState, match="no Randflake secret is loaded"):
+            conn.execute("SELECT randflake_next()")
+        load_secret(conn, secret_hex)
+        assert conn.execute("SELECT n, pg_sequence_last_value(randflake.node_record(n)) "
+                            "FROM generate_series(300, 303) n ORDER BY n").fetchall() == records
+    with cluster.connect("dumped", OWNER) as conn:
+        conn.execute("INSERT INTO orders (note) SELECT 'after' FROM generate_series(1, 500)")
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (1000,)
+
+
+def test_one_id_space_with_native_servers(edition, native):
+    """A fleet of both: the edition's database on nodes 0..63 and a native server on 1024..2047, one
+    secret; each decodes the other's IDs, the lease tables have one shape, and a table moved from
+    the edition to the native server goes on taking unique IDs there."""
+    cluster, _ = edition
+    install(cluster, "mixed", native.key_hex, (0, 63))
+    with cluster.connect("mixed", OWNER) as conn:
+        conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), made_by text)")
+        conn.execute("INSERT INTO orders (made_by) SELECT 'edition' FROM generate_series(1, 3000)")
+        edition_ids = [id_ for (id_,) in conn.execute("SELECT id FROM orders")]
+    bindir = pg_config("--bindir")
+    dump = subprocess.run([f"{bindir}/pg_dump", "-h", str(cluster.dir), "-p", str(cluster.port), "-U", OWNER,
+                           "-t", "orders", "--no-owner", "mixed"], check=True, capture_output=True, text=True).stdout
+    with native.connect() as conn:
+        conn.execute("DROP TABLE IF EXISTS orders")
+    subprocess.run([f"{bindir}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(native.dir), "-p",
+                    str(native.port), "-U", "postgres", "-d", "postgres"], input=dump, check=True, text=True,
+                   capture_output=True)
+    with native.connect() as conn:
+        conn.execute("ALTER TABLE orders ALTER id SET DEFAULT randflake_next()")
+        conn.execute("INSERT INTO orders (made_by) SELECT 'native' FROM generate_series(1, 3000)")
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM orders").fetchone() == (6000, 6000)
+        by_maker = dict(conn.execute(
+            """SELECT made_by, array_agg(DISTINCT d.node_id ORDER BY d.node_id) FROM orders, randflake_decode(id) d
+                GROUP BY made_by""").fetchall())
+        native_ids = [id_ for (id_,) in conn.execute("SELECT id FROM orders WHERE made_by = 'native'")]
+        native_shape = conn.execute(
+            """SELECT column_name, data_type, is_nullable FROM information_schema.columns
+                WHERE table_schema = 'randflake' AND table_name = 'node_leases' ORDER BY ordinal_position""").fetchall()
+    assert all(0 <= n <= 63 for n in by_maker["edition"]) and all(1024 <= n <= 2047 for n in by_maker["native"])
+    with cluster.connect("mixed", OWNER) as conn:
+        nodes = {n for (n,) in conn.execute("SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id",
+                                            (native_ids,))}
+        shape = conn.execute(
+            """SELECT column_name, data_type, is_nullable FROM information_schema.columns
+                WHERE table_schema = 'randflake' AND table_name = 'node_leases' ORDER BY ordinal_position""").fetchall()
+    assert nodes <= set(range(1024, 2048)) and shape == native_shape
+    assert not set(edition_ids) & set(native_ids)
+
+
+def test_the_pg_tle_package_carries_the_script_unchanged(edition):
+    """pg_tle cannot be installed here: PostgreSQL's own parser reads the arguments that
+    tools/sql-edition-pgtle.sh passes to pgtle.install_extension(), and the script among them is
+    byte for byte the one the other tests install."""
+    cluster, _ = edition
+    wrapper = subprocess.run([ROOT / "tools" / "sql-edition-pgtle.sh"], check=True, capture_output=True,
+                             text=True).stdout
+    assert wrapper.startswith("SELECT pgtle.install_extension(\n") and wrapper.endswith("\n);\n")
+    arguments = "SELECT ARRAY[" + wrapper.removeprefix("SELECT pgtle.install_extension(").removesuffix(");\n") + "]"
+    with cluster.connect() as conn:
+        name, version, _, script = conn.execute(arguments).fetchone()[0]
+    assert (name, version) == ("randflake_sql", "0.6.0")
+    assert script.strip("\n") == SCRIPT.read_text().strip("\n")
