@@ -110,6 +110,26 @@ pub fn free_node(first: u32, last: u32, windows: &[(u32, u64)], now: u64, spread
     (0..count).map(|offset| first + ((spread.wrapping_add(offset)) % count) as u32).find(|&node| !busy(node))
 }
 
+/// What is known about the commit of an application lease's write once it returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitEvidence {
+    /// Positive evidence that it is durable: flushed, and confirmed by the synchronous standbys
+    /// that the storing server's configuration asks for.
+    Durable,
+    /// Anything else: a commit whose wait for the standbys was cut short (a cancel, a timeout,
+    /// a termination), or one made on another server. It may be lost in a failover.
+    Unconfirmed,
+}
+
+/// The rule: a lease, an extension or a release reaches the application only on positive
+/// evidence that its commit is durable. A lease returned on a commit later lost in a failover
+/// would let the node be leased again for the same seconds. The
+/// `fault-grant-uncertain-app-leases` feature breaks the rule on purpose, for the simulation's
+/// proof that it then finds a duplicate; no build of randflake_pg enables it.
+pub fn may_return(evidence: CommitEvidence) -> bool {
+    evidence == CommitEvidence::Durable || cfg!(feature = "fault-grant-uncertain-app-leases")
+}
+
 /// The last second a released window keeps: not past its own end, and not before the server's
 /// clock plus [`CLOCK_TOLERANCE`], nor before its start.
 pub fn released_last(start: u64, last: u64, now: u64) -> u64 {

@@ -1,7 +1,13 @@
-//! Application leases through SQL: `randflake_lease_acquire`, `_extend` and `_release` run the
-//! crate's arithmetic (`randflake::app_lease`) over the very lease table this server's keeper
-//! uses (in fleet mode, the fleet's), so that processes making IDs with a Randflake port and the
-//! servers' own backends share one ID space and never collide.
+//! Application leases through SQL: the procedures `randflake_lease_acquire`, `_extend` and
+//! `_release` run the crate's arithmetic (`randflake::app_lease`) over the very lease table this
+//! server's keeper uses, so that processes making IDs with a Randflake port and the servers' own
+//! backends share one ID space and never collide.
+//!
+//! A lease reaches the application only once its commit is durable: each procedure runs in a
+//! transaction of its own, commits it, and returns its result only on evidence that the commit
+//! is flushed here and confirmed by the synchronous standbys (`pg::procedure`), as the keeper
+//! publishes a lease only once durable. On a fleet member, where the table is the
+//! coordinator's and no such evidence is available yet, they refuse.
 //!
 //! The functions are executable only by roles a DBA grants them to, and they write a table that
 //! a superuser-run keeper trusts, so every argument is treated as hostile: the holder is stored
@@ -20,6 +26,7 @@ use crate::errors::Error;
 use crate::keeper::settings::{self as keeper_settings, NodeSource};
 use crate::keeper::vetting::{self, Verdict};
 use crate::pg::identity::{self, Role};
+use crate::pg::procedure::{Call, Durability, NotOwn, OwnTransaction};
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_report;
 
@@ -45,16 +52,40 @@ struct Holder {
     shown: String,
 }
 
-/// Checks what every call needs, in order: a pool, the keeper's database, a transaction of its
-/// own, a well-formed holder, and a lease table the keeper may trust.
+/// The transaction of the call, which the procedure commits itself; refused where it cannot.
+fn own_transaction(call: &Call, function: &'static str) -> OwnTransaction {
+    call.own_transaction().unwrap_or_else(|not_own| {
+        match not_own {
+            NotOwn::Atomic => Error::AppLeaseInTransaction { function },
+            NotOwn::AlreadyWrote => Error::AppLeaseAfterWrites { function },
+        }
+        .raise()
+    })
+}
+
+/// Commits the call's transaction; raises unless the commit is known durable, for a call
+/// whose result announces a write (`consequence`: what the application must do then).
+fn commit_durably(own: OwnTransaction, function: &'static str, node: u32, consequence: &'static str) {
+    let evidence = match own.commit() {
+        Durability::Durable => app_lease::CommitEvidence::Durable,
+        // A write (in fleet mode, to another server) leaves evidence here or is unconfirmed.
+        Durability::Unconfirmed | Durability::NothingWritten => app_lease::CommitEvidence::Unconfirmed,
+    };
+    if !app_lease::may_return(evidence) {
+        Error::AppLeaseUnconfirmed { function, node, consequence }.raise();
+    }
+}
+
+/// Checks what every call needs, in order: a pool, the keeper's database, range mode, a
+/// well-formed holder, and a lease table the keeper may trust.
 fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Error> {
     let pool = settings::pool().ok_or(Error::NoAppPool {})?;
     let database = keeper_settings::database();
     if identity::database_name() != database {
         return Err(Error::AppLeaseDatabase { database });
     }
-    if identity::in_transaction_block() {
-        return Err(Error::AppLeaseInTransaction { function });
+    if keeper_settings::node_source() == NodeSource::Fleet {
+        return Err(Error::AppLeaseInFleet { function });
     }
     let name = holder.ok_or(Error::AppLeaseNull { argument: "holder" })?;
     app_lease::check_holder(name).map_err(|reason| Error::AppLeaseArgument { reason: reason.to_string() })?;
@@ -67,8 +98,7 @@ fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Erro
     };
     let keeper = Role::named(keeper_settings::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
     let (schema, table) = keeper_settings::lease_table();
-    let foreign_allowed = keeper_settings::node_source() == NodeSource::Fleet;
-    match keeper.acting(|| vetting::vet(&schema, &table, foreign_allowed)) {
+    match keeper.acting(|| vetting::vet(&schema, &table, false)) {
         Verdict::Trusted => {}
         Verdict::Missing | Verdict::Refused(_) => return Err(no_lease_table()),
     }
@@ -98,18 +128,21 @@ fn or_raise<T>(result: Result<T, SpiError>) -> T {
     result.unwrap_or_else(|error| error!("{error}"))
 }
 
-/// Leases a free node of the application pool to `holder` for `seconds` from now.
-pub fn acquire(holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
-    let request = request("randflake_lease_acquire", holder).unwrap_or_else(|error| error.raise());
+/// Leases a free node of the application pool to `holder` for `seconds` from now, committed
+/// durably before it is returned.
+pub fn acquire(call: &Call, holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
+    const FUNCTION: &str = "randflake_lease_acquire";
+    let own = own_transaction(call, FUNCTION);
+    let request = request(FUNCTION, holder).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let Request { pool, table, holder, keeper } = request;
-    keeper.acting(|| {
+    let window = keeper.acting(|| {
         // Serialises this server's acquisitions, which read the pool and then choose: a lock on
-        // this server's own lease table (in fleet mode too) that conflicts only with itself and
-        // VACUUM, not with the keeper's writes, and that no role without write rights on the
-        // table can take, so that none can hold acquisitions up. The exclusion constraint still
-        // settles a race between servers of a fleet.
+        // this server's own lease table that conflicts only with itself and VACUUM, not with the
+        // keeper's writes, and that no role without write rights on the table can take, so that
+        // none can hold acquisitions up. The procedure's own commit releases it: no caller's
+        // statement holds it longer.
         or_raise(Spi::run("LOCK TABLE randflake.node_leases IN SHARE UPDATE EXCLUSIVE MODE"));
         if let Some(limit) = settings::leases_per_role() {
             if live_leases_of(&table, &holder.role, now) >= limit {
@@ -136,17 +169,27 @@ pub fn acquire(holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
             Error::AppLeaseRace { node }.raise();
         }
         AppWindow { node, start: now, end_exclusive: last + 1 }
-    })
+    });
+    commit_durably(
+        own,
+        FUNCTION,
+        window.node,
+        "Do not issue IDs with this node: the window its commit recorded keeps it from others until it ends.",
+    );
+    window
 }
 
-/// Moves the end of `holder`'s live lease of `node` to `seconds` from now (never earlier).
-pub fn extend(holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> AppWindow {
-    let request = request("randflake_lease_extend", holder).unwrap_or_else(|error| error.raise());
+/// Moves the end of `holder`'s live lease of `node` to `seconds` from now (never earlier),
+/// committed durably before it is returned.
+pub fn extend(call: &Call, holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> AppWindow {
+    const FUNCTION: &str = "randflake_lease_extend";
+    let own = own_transaction(call, FUNCTION);
+    let request = request(FUNCTION, holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let Request { table, holder, keeper, .. } = request;
-    keeper.acting(|| {
+    let window = keeper.acting(|| {
         let renewed = or_raise(Spi::connect_mut(|client| {
             let rows = client.update(
                 &format!(
@@ -168,17 +211,21 @@ pub fn extend(holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> 
             Some((start, end)) => AppWindow { node, start: start as u64, end_exclusive: end as u64 + 1 },
             None => gone(&table, node, &holder).raise(),
         }
-    })
+    });
+    commit_durably(own, FUNCTION, node, "Keep to the window the lease had before this call.");
+    window
 }
 
 /// Gives `holder`'s live lease of `node` back, keeping the seconds it may have used; false if
-/// the lease had already ended.
-pub fn release(holder: Option<&str>, node: Option<i32>) -> bool {
-    let request = request("randflake_lease_release", holder).unwrap_or_else(|error| error.raise());
+/// the lease had already ended. True is returned only once the release is durable.
+pub fn release(call: &Call, holder: Option<&str>, node: Option<i32>) -> bool {
+    const FUNCTION: &str = "randflake_lease_release";
+    let own = own_transaction(call, FUNCTION);
+    let request = request(FUNCTION, holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let Request { table, holder, keeper, .. } = request;
-    keeper.acting(|| {
+    let released = keeper.acting(|| {
         let Some((start, end)) = latest_window(&table, node, &holder.key) else {
             Error::AppLeaseNotHeld { node: node as i32, holder: holder.name }.raise()
         };
@@ -208,7 +255,19 @@ pub fn release(holder: Option<&str>, node: Option<i32>) -> bool {
             app_lease::released_last(start, end, now),
         );
         true
-    })
+    });
+    if released {
+        commit_durably(
+            own,
+            FUNCTION,
+            node,
+            "Whether the release counts is unknown: stop issuing IDs with this node anyway, as after any release.",
+        );
+    } else {
+        // Nothing was written: the lease had ended, which no commit can take back.
+        own.commit();
+    }
+    released
 }
 
 /// The application pool as monitoring sees it: leases held, nodes free now, and when the soonest

@@ -12,6 +12,7 @@ mod headers;
 pub mod identity;
 pub mod log_hook;
 pub mod parse_tree;
+pub mod procedure;
 pub mod shmem;
 pub mod statement;
 pub mod timeout;
