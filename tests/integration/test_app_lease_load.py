@@ -48,7 +48,7 @@ GENERATORS = 6
 RUN_SECONDS = 20
 APP_ROLE = "generator"
 LEASE_FUNCTIONS = (
-    "FUNCTION randflake_lease_acquire(text, integer), randflake_lease_extend(text, integer, integer), "
+    "PROCEDURE randflake_lease_acquire(text, integer), randflake_lease_extend(text, integer, integer), "
     "randflake_lease_release(text, integer)"
 )
 # Worth retrying: the pool is exhausted for a moment, or another server chose the same node.
@@ -68,7 +68,7 @@ def record_window(stem: str, node: int, start: int, end_exclusive: int) -> None:
 def lease_until(conn: psycopg.Connection, holder: str, until: float, stats: Counter) -> tuple[int, int, int] | None:
     while time.time() < until:
         try:
-            return conn.execute("SELECT * FROM randflake_lease_acquire(%s, %s)", (holder, LEASE_SECONDS)).fetchone()
+            return conn.execute("CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", (holder, LEASE_SECONDS)).fetchone()
         except psycopg.Error as error:
             if error.sqlstate not in RETRY_SQLSTATES:
                 raise
@@ -80,7 +80,7 @@ def lease_until(conn: psycopg.Connection, holder: str, until: float, stats: Coun
 def release(conn: psycopg.Connection, holder: str, node: int) -> None:
     """Gives the lease back; one already taken back (55000) is gone anyway."""
     try:
-        conn.execute("SELECT randflake_lease_release(%s, %s)", (holder, node))
+        conn.execute("CALL randflake_lease_release(%s, %s, NULL)", (holder, node))
     except psycopg.Error as error:
         if error.sqlstate != "55000":
             raise
@@ -102,7 +102,7 @@ def issue(conn: psycopg.Connection, lease: tuple[int, int, int], args, secret: b
             if now >= end - EXTEND_WHEN_LEFT:
                 try:
                     _, _, end = conn.execute(
-                        "SELECT * FROM randflake_lease_extend(%s, %s, %s)", (args.holder, node, LEASE_SECONDS)
+                        "CALL randflake_lease_extend(%s, %s, %s, NULL, NULL, NULL)", (args.holder, node, LEASE_SECONDS)
                     ).fetchone()
                 except psycopg.Error as error:
                     if error.sqlstate != "55000":

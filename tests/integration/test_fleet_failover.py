@@ -139,18 +139,18 @@ class AppLeaser(threading.Thread):
                     if conn is None or conn.broken:
                         conn = self.cluster.connect()
                     node, start, end = self.call(
-                        conn, "SELECT * FROM randflake_lease_acquire(%s, %s)", self.holder, APP_LEASE_SECONDS)
+                        conn, "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", self.holder, APP_LEASE_SECONDS)
                     window = [node, start, end]
                     self.granted.append(window)
                     self.stopping.wait(1)
                     _, extended_start, extended_end = self.call(
-                        conn, "SELECT * FROM randflake_lease_extend(%s, %s, %s)", self.holder, node, APP_LEASE_SECONDS)
+                        conn, "CALL randflake_lease_extend(%s, %s, %s, NULL, NULL, NULL)", self.holder, node, APP_LEASE_SECONDS)
                     assert extended_start == start and extended_end >= end, (window, extended_start, extended_end)
                     window[2] = extended_end
                     self.stopping.wait(1)
                     rounds += 1
                     if rounds % 2:
-                        self.call(conn, "SELECT randflake_lease_release(%s, %s)", self.holder, node)
+                        self.call(conn, "CALL randflake_lease_release(%s, %s, NULL)", self.holder, node)
                 except psycopg.OperationalError as error:
                     self.refusals.append((time.time(), error.sqlstate, str(error).strip()[:200]))
                     self.stopping.wait(0.1)
