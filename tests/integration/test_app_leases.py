@@ -481,6 +481,126 @@ def test_calls_outside_autocommit_or_outside_the_keepers_database_are_refused(po
         assert lease_table(admin) == before
 
 
+# --- durable before returned -----------------------------------------------------------------
+
+
+def pool_windows(conn: psycopg.Connection, node: int) -> list[tuple[int, int, str]]:
+    """(lease_start, lease_end, holder) of every window on record of `node`."""
+    return conn.execute(
+        "SELECT lease_start, lease_end, holder FROM randflake.node_leases WHERE first_node = %s ORDER BY lease_start",
+        (node,),
+    ).fetchall()
+
+
+def lease_every_free_node(conn: psycopg.Connection, prefix: str) -> list[tuple[int, int, int]]:
+    """Every node the pool still gives out, each leased to its own holder."""
+    leases = []
+    while (lease := try_acquire(conn, f"{prefix}-{len(leases)}", 600)) is not None:
+        leases.append(lease)
+    return leases
+
+
+def test_a_lease_returned_in_a_pipeline_survives_the_pipelines_later_error(pool):
+    """psycopg in autocommit, one pipeline: the acquire, then a statement that fails, without a
+    Sync between them. The client holds the window it was returned; the error must not take it
+    back, and no other role may be given the node for overlapping seconds. (0.5.0's function
+    returned the lease inside the pipeline's implicit transaction, which the error rolled back,
+    and another role was leased the node again at once.)"""
+    with pool.connect(user="svc_1") as conn, pool.connect(user="svcx1") as other, pool.connect() as admin:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with conn.pipeline() as pipeline:
+                leased = conn.execute("CALL randflake_lease_acquire('piped', 600, NULL, NULL, NULL)")
+                conn.execute("SELECT 1/0")
+                pipeline.sync()
+        node, start, end = leased.fetchone()
+        assert end == start + 600
+        assert pool_windows(admin, node) == [(start, end - 1, "app/svc_1/piped")]
+        others = lease_every_free_node(other, "after-pipeline")
+        assert len(others) == POOL_SIZE - 1 and node not in [leased_node for leased_node, _, _ in others], others
+
+
+def test_a_call_that_cannot_commit_its_own_transaction_is_refused_and_changes_nothing(pool):
+    """The procedure commits its transaction: it refuses where that commit would not be its own
+    to make (a query string of several statements, a function) or would commit what a
+    pipeline's earlier statements wrote, and nothing of the refused call or of those statements
+    is left."""
+    with pool.connect() as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS public.piped_writes (note text)")
+        admin.execute("GRANT INSERT, SELECT ON public.piped_writes TO svc_1")
+        admin.execute(
+            """CREATE OR REPLACE FUNCTION public.lease_from_a_function() RETURNS integer LANGUAGE plpgsql AS $$
+               DECLARE node integer; first bigint; after bigint;
+               BEGIN CALL randflake_lease_acquire('in-function', 5, node, first, after); RETURN node; END $$"""
+        )
+        before = lease_table(admin)
+    with pool.connect(user="svc_1") as conn:
+        for statement in (
+            "CALL randflake_lease_acquire('multi', 5, NULL, NULL, NULL); SELECT 1",
+            "SELECT 1; CALL randflake_lease_acquire('multi', 5, NULL, NULL, NULL)",
+            "SELECT public.lease_from_a_function()",
+        ):
+            error = refused(conn, statement)
+            assert error.sqlstate == "25001", (statement, error)
+            assert error.diag.message_primary == (
+                "CALL randflake_lease_acquire() must be a statement of its own: it commits its own transaction"
+            )
+        with pytest.raises(psycopg.errors.ActiveSqlTransaction) as caught:
+            with conn.pipeline() as pipeline:
+                conn.execute("INSERT INTO public.piped_writes VALUES ('before the call')")
+                conn.execute("CALL randflake_lease_acquire('after-a-write', 5, NULL, NULL, NULL)")
+                pipeline.sync()
+        assert caught.value.diag.message_primary == (
+            "CALL randflake_lease_acquire() would commit what the statements before it wrote in this transaction"
+        )
+        assert "Sync" in caught.value.diag.message_hint
+        assert conn.execute("SELECT count(*) FROM public.piped_writes").fetchone() == (0,)
+    with pool.connect() as admin:
+        assert lease_table(admin) == before
+
+
+def test_a_slow_statement_after_an_acquire_does_not_hold_other_roles_acquisitions(pool):
+    """The lock that serialises acquisitions is released at the procedure's own commit: a role
+    that sends a slow statement right after its acquire, in the same pipeline, holds up no one.
+    (0.5.0's function held the lock until the caller's transaction ended: `SELECT a.*,
+    pg_sleep(20) FROM randflake_lease_acquire('slow', 60) a` made every role's acquire wait.)"""
+    with pool.connect(user="svc_1") as slow, pool.connect(user="svcx1") as other, pool.connect() as admin:
+        error = refused(slow, "SELECT a.*, pg_sleep(20) FROM randflake_lease_acquire('slow', 60) a")
+        assert error.sqlstate == "42809", error
+        sleeping = threading.Thread(target=lambda: _acquire_then_sleep(slow), daemon=True)
+        sleeping.start()
+        pid = slow.info.backend_pid
+        asleep = "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s"
+        wait_for(lambda: admin.execute(asleep, (pid,)).fetchone()[0], 10, "the slow role's pipeline to sleep")
+        other.execute("SET statement_timeout = '3s'")
+        began = time.monotonic()
+        node, _, _ = acquire(other, "not-held-up", 5)
+        assert time.monotonic() - began < 3 and POOL[0] <= node <= POOL[1]
+        admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        sleeping.join(10)
+
+
+def _acquire_then_sleep(conn: psycopg.Connection) -> None:
+    """An acquire and a 20 s sleep in one pipeline, without a Sync between them."""
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        with conn.pipeline() as pipeline:
+            conn.execute("CALL randflake_lease_acquire('slow', 60, NULL, NULL, NULL)")
+            conn.execute("SELECT pg_sleep(20)")
+            pipeline.sync()
+
+
+def test_releasing_twice_is_refused_the_second_time(pool):
+    """A release replaces the holder's row by one no holder names: a second release of the same
+    lease finds nothing of the holder's to release (55000), and changes nothing."""
+    with pool.connect(user="svc_1") as conn, pool.connect() as admin:
+        node, _, _ = acquire(conn, "twice", 600)
+        assert release(conn, "twice", node) is True
+        before = lease_table(admin)
+        error = refused(conn, "CALL randflake_lease_release('twice', %s, NULL)", (node,))
+        assert error.sqlstate == "55000"
+        assert error.diag.message_primary == f'holder "twice" holds no lease of node {node}'
+        assert lease_table(admin) == before
+
+
 # --- hostile callers ------------------------------------------------------------------------
 
 
