@@ -43,6 +43,63 @@ COMMENT ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN 
 COMMENT ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) IS
 'CALL randflake_lease_release(holder, node_id, NULL): gives holder''s lease of node_id back, true once durable: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. False if the lease had already ended. EXECUTE is granted to no one by default.';
 
+-- randflake.revoke_default_privileges(), as 0.5.0 made it, names every routine a FUNCTION,
+-- which REVOKE refuses for a procedure: the same function, naming procedures as such.
+CREATE OR REPLACE FUNCTION randflake.revoke_default_privileges() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    granted record;
+BEGIN
+    FOR granted IN
+        WITH members AS (
+            SELECT d.classid, d.objid
+              FROM pg_depend AS d
+              JOIN pg_extension AS e ON e.oid = d.refobjid
+             WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'randflake_pg'
+        ), objects AS (
+            SELECT format(CASE WHEN p.prokind = 'p' THEN 'PROCEDURE %s' ELSE 'FUNCTION %s' END, p.oid::regprocedure)
+                       AS object, 'f'::"char" AS kind,
+                   p.pronamespace AS namespace, p.proowner AS owner, p.proacl AS acl
+              FROM members AS m JOIN pg_proc AS p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+            UNION ALL
+            SELECT format(CASE WHEN c.relkind = 'S' THEN 'SEQUENCE %s' ELSE 'TABLE %s' END, c.oid::regclass),
+                   CASE WHEN c.relkind = 'S' THEN 'S' ELSE 'r' END::"char", c.relnamespace, c.relowner, c.relacl
+              FROM members AS m JOIN pg_class AS c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+            UNION ALL
+            SELECT format('SCHEMA %I', n.nspname), 'n'::"char", 0::oid, n.nspowner, n.nspacl
+              FROM members AS m JOIN pg_namespace AS n ON m.classid = 'pg_namespace'::regclass AND n.oid = m.objid
+            UNION ALL
+            SELECT format('TYPE %s', t.oid::regtype), 'T'::"char", t.typnamespace, t.typowner, t.typacl
+              FROM members AS m JOIN pg_type AS t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
+        )
+        SELECT o.object, a.privilege_type, a.grantee
+          FROM objects AS o, aclexplode(o.acl) AS a
+         WHERE a.grantee NOT IN (o.owner, 0)  -- PUBLIC's privileges are each script's to give or revoke
+           AND EXISTS (SELECT
+                         FROM pg_default_acl AS d, aclexplode(d.defaclacl) AS default_grant
+                        WHERE d.defaclrole = o.owner
+                          AND d.defaclobjtype = o.kind
+                          AND d.defaclnamespace IN (0, o.namespace)
+                          AND default_grant.grantee = a.grantee
+                          AND default_grant.privilege_type = a.privilege_type)
+    LOOP
+        EXECUTE format('REVOKE %s ON %s FROM %I CASCADE', granted.privilege_type, granted.object,
+                       pg_get_userbyid(granted.grantee));
+        -- A WARNING, not a NOTICE: extension scripts run with client_min_messages at warning.
+        RAISE WARNING 'randflake_pg: revoked % on % from %, which ALTER DEFAULT PRIVILEGES granted',
+            granted.privilege_type, granted.object, pg_get_userbyid(granted.grantee)
+            USING HINT = 'randflake_pg grants decoding to nobody and the lease table to pg_monitor for reading only; GRANT by name what a role should have.';
+    END LOOP;
+    -- What the extension itself grants, in case a default privilege named the same role.
+    GRANT USAGE ON SCHEMA randflake TO pg_monitor;
+    GRANT SELECT ON randflake.node_leases TO pg_monitor;
+    GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
+    GRANT EXECUTE ON FUNCTION @extschema@.randflake_app_leases() TO pg_monitor;
+END
+$$;
+
 REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_acquire(IN text, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
 REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
 REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) FROM PUBLIC;
