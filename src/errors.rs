@@ -385,7 +385,7 @@ declare_errors! {
     /// The holder holds no lease of that node.
     AppLeaseNotHeld { node: i32, holder: String } {
         sqlstate: ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        when: "extend or release of a node the holder (under the calling role) never leased",
+        when: "extend or release of a node the holder (under the calling role) never leased, or already released (a second release)",
         message: format!("holder \"{}\" holds no lease of node {node}", quoted_excerpt(holder)),
         hint: "A holder extends or releases only what randflake_lease_acquire() gave it, under the same role; acquire a new lease.",
         examples: [{ node: 201, holder: "worker-1".into() }],
@@ -428,7 +428,7 @@ declare_errors! {
             {
                 function: "randflake_lease_acquire",
                 node: 201,
-                consequence: "Do not issue IDs with this node: it stays blocked until the window the commit recorded ends.",
+                consequence: "Do not issue IDs with this node: the window its commit recorded keeps it from others until it ends.",
             },
             {
                 function: "randflake_lease_release",

@@ -77,8 +77,9 @@ class LeasedIds:
                 return self.conn.execute(
                     "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", (self.holder, self.seconds)
                 ).fetchone()
-            except psycopg.errors.SerializationFailure:
-                # In a fleet, another server leased the same node at that moment: ask again.
+            except (psycopg.errors.SerializationFailure, psycopg.errors.StatementCompletionUnknown):
+                # Another call leased the same node at that moment (40001), or the lease's commit
+                # was not confirmed durable (40003: the node named is not ours): ask again.
                 time.sleep(0.1 * (attempt + 1))
         raise LeaseLost("no node after five tries")
 
