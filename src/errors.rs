@@ -455,7 +455,7 @@ declare_errors! {
         message: format!(
             "{function}() cannot run on a fleet member: it has no evidence that the coordinator's commit of a lease is durable"
         ),
-        hint: "Give applications nodes of a range of their own (a server in range mode with an application pool), until this release can confirm a coordinator's commit.",
+        hint: "Lease application nodes from a server in range mode with an application pool outside every member's nodes: a member cannot yet confirm that the coordinator's commits are durable.",
         examples: [{ function: "randflake_lease_acquire" }],
     }
 }
