@@ -43,6 +43,9 @@ COMMENT ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN 
 COMMENT ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) IS
 'CALL randflake_lease_release(holder, node_id, NULL): gives holder''s lease of node_id back, true once durable: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. False if the lease had already ended. EXECUTE is granted to no one by default.';
 
+COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
+'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, outside randflake.database, or on a fleet member, which leases no application nodes. For superusers and pg_monitor.';
+
 -- randflake.revoke_default_privileges(), as 0.5.0 made it, names every routine a FUNCTION,
 -- which REVOKE refuses for a procedure: the same function, naming procedures as such.
 CREATE OR REPLACE FUNCTION randflake.revoke_default_privileges() RETURNS void

@@ -321,18 +321,19 @@ pub struct PoolStatus {
     pub soonest_end: Option<u64>,
 }
 
-/// The pool's state; `None` without a pool, or outside the keeper's database.
+/// The pool's state; `None` without a pool, outside the keeper's database, or on a fleet member.
 pub fn status() -> Option<PoolStatus> {
     let pool = settings::pool()?;
-    if identity::database_name() != keeper_settings::database() {
+    // A fleet member leases no application nodes, and reading the coordinator's table would
+    // keep a connection to it open for the rest of the session.
+    if identity::database_name() != keeper_settings::database() || keeper_settings::node_source() == NodeSource::Fleet {
         return None;
     }
     let keeper = Role::named(keeper_settings::keeper_role().as_deref())?;
     let (schema, table) = keeper_settings::lease_table();
-    let foreign_allowed = keeper_settings::node_source() == NodeSource::Fleet;
     let table_name = quote_qualified_identifier(schema.as_str(), table.as_str());
     keeper.acting(|| {
-        if !matches!(vetting::vet(&schema, &table, foreign_allowed), Verdict::Trusted) {
+        if !matches!(vetting::vet(&schema, &table, false), Verdict::Trusted) {
             return None;
         }
         let now = clock::unix_second();

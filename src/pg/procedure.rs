@@ -25,8 +25,9 @@ pub enum Out {
 
 /// Why a CALL may not commit its own transaction.
 pub enum NotOwn {
-    /// The CALL runs where it cannot end the transaction: inside a transaction block, in a
-    /// query string of several statements, or from a function, procedure or DO block.
+    /// The CALL runs where PostgreSQL lets it not end the transaction: inside a transaction
+    /// block, in a query string of several statements, or from a function (or from a
+    /// procedure or DO block run in one of those).
     Atomic,
     /// The transaction already wrote before the CALL (the earlier statements of a pipeline
     /// sent without a Sync): committing it would commit them too.

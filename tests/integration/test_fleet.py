@@ -236,8 +236,9 @@ def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
 
 def test_application_leases_on_a_member_are_refused_without_a_coordinator_connection(make_cluster):
     """A member has no evidence yet that the coordinator's commit of an application lease is
-    durable, so its lease procedures refuse (0A000) before they reach the coordinator: idle
-    application sessions that called them hold no coordinator connection. With eight of them
+    durable, so its lease procedures refuse (0A000) before they reach the coordinator, and
+    randflake_app_leases() reports no pool there: idle sessions that called them hold no
+    coordinator connection. With eight of them
     and max_connections = 12 on the coordinator (0.5.0's functions filled it), a new member
     still gets its lease."""
     coordinator = make_cluster("randflake.node_source = 'off'", *POOL, "max_connections = 12")
@@ -262,6 +263,7 @@ def test_application_leases_on_a_member_are_refused_without_a_coordinator_connec
                     session.execute(statement, (f"app-{number}",))
                 assert "cannot run on a fleet member" in refused.value.diag.message_primary
                 assert refused.value.diag.message_hint
+            assert session.execute("SELECT * FROM randflake_app_leases()").fetchall() == []
         with coordinator.connect() as conn:
             (connections,) = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
