@@ -292,4 +292,81 @@ mod tests {
         assert_eq!(check_holder("a\nb"), Err(AppLeaseError::BadHolder));
         assert_eq!(check_holder("'; DROP TABLE t; --"), Ok(()), "SQL is the database's problem, passed as a parameter");
     }
+
+    /// One holder's view of a table of `(node, start, last, released)`, committing with the
+    /// evidence it is given.
+    struct Table {
+        rows: Vec<(u32, u64, u64, bool)>,
+        evidence: CommitEvidence,
+        commits: u32,
+    }
+
+    impl Table {
+        fn new(evidence: CommitEvidence) -> Self {
+            Self { rows: Vec::new(), evidence, commits: 0 }
+        }
+
+        fn own(&mut self, node: u32) -> Option<&mut (u32, u64, u64, bool)> {
+            self.rows.iter_mut().rev().find(|row| row.0 == node && !row.3)
+        }
+    }
+
+    impl AppLeaseStore for Table {
+        fn windows(&mut self, first: u32, last: u32) -> Vec<(u32, u64)> {
+            self.rows.iter().filter(|row| (first..=last).contains(&row.0)).map(|row| (row.0, row.2)).collect()
+        }
+        fn remove_ended(&mut self, node: u32, now: u64) {
+            self.rows.retain(|row| row.0 != node || row.2 >= now);
+        }
+        fn insert(&mut self, window: AppWindow) -> bool {
+            self.rows.push((window.node, window.start, window.last(), false));
+            true
+        }
+        fn lengthen(&mut self, node: u32, last: u64, now: u64) -> Option<(u64, u64)> {
+            let row = self.own(node).filter(|row| row.2 >= now)?;
+            row.2 = row.2.max(last);
+            Some((row.1, row.2))
+        }
+        fn latest(&mut self, node: u32) -> Option<(u64, u64)> {
+            self.own(node).map(|row| (row.1, row.2))
+        }
+        fn replace_released(&mut self, node: u32, _start: u64, last: u64) -> bool {
+            self.own(node).map(|row| *row = (row.0, row.1, last, true)).is_some()
+        }
+        fn commit(&mut self) -> CommitEvidence {
+            self.commits += 1;
+            self.evidence
+        }
+    }
+
+    #[test]
+    fn acquire_extend_and_release_return_what_a_durable_commit_recorded() {
+        let mut table = Table::new(CommitEvidence::Durable);
+        let window = acquire(&mut table, (10, 11), T, T + 59, 0).expect("a free node");
+        assert_eq!(window, AppWindow { node: 10, start: T, end_exclusive: T + 60 });
+        assert_eq!(acquire(&mut table, (10, 10), T + 1, T + 9, 0), Err(AppLeaseRefusal::PoolExhausted));
+        let extended = extend(&mut table, 10, T + 30, T + 119).expect("a live lease");
+        assert_eq!((extended.start, extended.end_exclusive), (T, T + 120));
+        assert_eq!(extend(&mut table, 11, T + 30, T + 40), Err(AppLeaseRefusal::NotHeld { node: 11 }));
+        assert_eq!(release(&mut table, 10, T + 31), Ok(true));
+        assert_eq!(table.rows, [(10, T, T + 31 + CLOCK_TOLERANCE, true)]);
+        assert_eq!(release(&mut table, 10, T + 32), Err(AppLeaseRefusal::NotHeld { node: 10 }), "releasing twice");
+        let commits = table.commits;
+        let mut ended = Table::new(CommitEvidence::Durable);
+        ended.rows.push((10, T, T + 5, false));
+        assert_eq!(release(&mut ended, 10, T + 6), Ok(false), "an ended lease");
+        assert_eq!(extend(&mut ended, 10, T + 6, T + 9), Err(AppLeaseRefusal::Ended { node: 10, last: T + 5 }));
+        assert_eq!(ended.rows, [(10, T, T + 5, false)]);
+        assert_eq!(commits, 3, "one commit for each call that wrote");
+    }
+
+    #[cfg(not(feature = "fault-grant-uncertain-app-leases"))]
+    #[test]
+    fn nothing_is_returned_from_an_unconfirmed_commit() {
+        let mut table = Table::new(CommitEvidence::Unconfirmed);
+        assert_eq!(acquire(&mut table, (10, 11), T, T + 59, 0), Err(AppLeaseRefusal::Unconfirmed { node: 10 }));
+        assert_eq!(table.rows.len(), 1, "the window stays recorded, keeping its node from others");
+        assert_eq!(extend(&mut table, 10, T + 1, T + 99), Err(AppLeaseRefusal::Unconfirmed { node: 10 }));
+        assert_eq!(release(&mut table, 10, T + 2), Err(AppLeaseRefusal::Unconfirmed { node: 10 }));
+    }
 }
