@@ -6,7 +6,8 @@ pool of one node, so that every acquire picks the same node) with a synchronous 
 stops confirming; a client's acquire waits in its commit; the wait is cancelled, as poolers and
 drivers' time-outs do (pg_cancel_backend). PostgreSQL then commits locally, with a WARNING; the
 client must get an ERROR, never the lease. The standby, which never received that commit, is
-promoted while the old primary still runs, and clients acquire there: no window returned to any client overlaps another.
+promoted while the old primary still runs, and clients acquire there: no window returned to any
+client overlaps another. Extend and release are cancelled the same way.
 
 The standby stops confirming because the primary's WAL sender is stopped (SIGSTOP): then the
 commit never reaches the standby. Stopping the standby's WAL receiver instead would leave the
@@ -37,22 +38,6 @@ SETTINGS = (
 ACQUIRE = "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)"
 
 
-class Acquirer(threading.Thread):
-    """A client's acquire, in a session of its own: what it returned, or the error it got."""
-
-    def __init__(self, conn: psycopg.Connection, holder: str):
-        super().__init__(daemon=True)
-        self.conn, self.holder = conn, holder
-        self.window: tuple[int, int, int] | None = None
-        self.error: psycopg.Error | None = None
-
-    def run(self) -> None:
-        try:
-            self.window = self.conn.execute(ACQUIRE, (self.holder, 600)).fetchone()
-        except psycopg.Error as error:
-            self.error = error
-
-
 def admin(cluster: Cluster) -> psycopg.Connection:
     """A superuser session whose own commits do not wait for the standby."""
     return cluster.connect(options="-c synchronous_commit=local")
@@ -69,7 +54,8 @@ def overlapping(windows: list[tuple[int, int, int]]) -> list[tuple]:
     return [(a, b) for a, b in zip(ordered, ordered[1:]) if a[0] == b[0] and b[1] < a[2]]
 
 
-def test_an_acquire_whose_wait_for_the_standby_is_cancelled_returns_nothing_a_failover_could_undo(make_cluster):
+def replicated_pair(make_cluster) -> tuple[Cluster, Cluster]:
+    """A primary with the extension and a synchronous standby replicating it."""
     primary = make_cluster(*SETTINGS)
     primary.start()
     with admin(primary) as conn:
@@ -84,6 +70,36 @@ def test_an_acquire_whose_wait_for_the_standby_is_cancelled_returns_nothing_a_fa
             30,
             "the standby to replicate synchronously",
         )
+    return primary, standby
+
+
+def cancelled_in_commit(primary: Cluster, statement: str, params: tuple) -> psycopg.Error:
+    """Runs `statement` in a client session while the standby confirms nothing, cancels it once
+    it waits for the standby in its commit (as poolers and drivers' time-outs do), and returns
+    the error the client got: the client must never get the row."""
+    outcome: dict = {}
+
+    def run(conn: psycopg.Connection) -> None:
+        try:
+            outcome["row"] = conn.execute(statement, params).fetchone()
+        except psycopg.Error as error:
+            outcome["error"] = error
+
+    with primary.connect() as client, admin(primary) as watcher:
+        caller = threading.Thread(target=run, args=(client,), daemon=True)
+        caller.start()
+        waiting = "SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = %s"
+        pid = client.info.backend_pid
+        wait_for(lambda: watcher.execute(waiting, (pid,)).fetchone()[0], 10, "the call to wait for the standby")
+        watcher.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        caller.join(10)
+        assert not caller.is_alive()
+    assert "row" not in outcome, f"the client was returned what no standby confirmed: {outcome['row']}"
+    return outcome["error"]
+
+
+def test_an_acquire_whose_wait_for_the_standby_is_cancelled_returns_nothing_a_failover_could_undo(make_cluster):
+    primary, standby = replicated_pair(make_cluster)
     returned: list[tuple[int, int, int]] = []
     with primary.connect() as conn:
         first = conn.execute(ACQUIRE, ("before", 2)).fetchone()
@@ -95,25 +111,15 @@ def test_an_acquire_whose_wait_for_the_standby_is_cancelled_returns_nothing_a_fa
     for pid in senders:
         os.kill(pid, signal.SIGSTOP)
     try:
-        with primary.connect() as client, admin(primary) as watcher:
-            acquirer = Acquirer(client, "cancelled")
-            acquirer.start()
-            pid = client.info.backend_pid
-            waiting = "SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = %s"
-            wait_for(lambda: watcher.execute(waiting, (pid,)).fetchone()[0], 10, "the acquire to wait for the standby")
-            watcher.execute("SELECT pg_cancel_backend(%s)", (pid,))
-            acquirer.join(10)
-            assert not acquirer.is_alive()
-            if acquirer.window is not None:
-                returned.append(acquirer.window)
-            # The commit was made locally: its row is here, keeping the node from others.
-            assert watcher.execute(
+        error = cancelled_in_commit(primary, ACQUIRE, ("cancelled", 600))
+        assert error.sqlstate == "40003", error
+        assert "not returned" in error.diag.message_primary
+        assert "Do not issue IDs with this node" in error.diag.message_hint
+        # The commit was made locally: its row is here, keeping the node from others.
+        with admin(primary) as conn:
+            assert conn.execute(
                 "SELECT count(*) FROM randflake.node_leases WHERE holder = 'app/postgres/cancelled'"
             ).fetchone() == (1,)
-        assert acquirer.window is None, f"the client was returned a lease no standby confirmed: {acquirer.window}"
-        assert acquirer.error is not None and acquirer.error.sqlstate == "40003", acquirer.error
-        assert "not returned" in acquirer.error.diag.message_primary
-        assert "Do not issue IDs with this node" in acquirer.error.diag.message_hint
         # The failover, while the old primary still runs: the standby, which never got the
         # cancelled commit, becomes the primary, with no synchronous standby of its own.
         standby.configure("synchronous_standby_names = ''")
@@ -148,3 +154,28 @@ def try_acquire(conn: psycopg.Connection, holder: str) -> tuple[int, int, int] |
     except psycopg.Error as error:
         assert error.sqlstate in ("53400", "55000"), error
         return None
+
+
+def test_an_extend_or_release_whose_wait_for_the_standby_is_cancelled_returns_nothing(make_cluster):
+    """Extend and release return their result only once durable too: cancelled in their commit's
+    wait for the standby, each fails with 40003 and a HINT saying what the application does."""
+    primary, _ = replicated_pair(make_cluster)
+    with primary.connect() as conn:
+        node, start, end = conn.execute(ACQUIRE, ("held", 600)).fetchone()
+    senders = wal_senders(primary)
+    for pid in senders:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        extend = cancelled_in_commit(
+            primary, "CALL randflake_lease_extend(%s, %s, 1200, NULL, NULL, NULL)", ("held", node)
+        )
+        assert extend.sqlstate == "40003", extend
+        assert extend.diag.message_primary.startswith(f"randflake_lease_extend() committed its write of node {node}")
+        assert "Keep to the window the lease had before this call" in extend.diag.message_hint
+        release = cancelled_in_commit(primary, "CALL randflake_lease_release(%s, %s, NULL)", ("held", node))
+        assert release.sqlstate == "40003", release
+        assert "stop issuing IDs with this node anyway" in release.diag.message_hint
+    finally:
+        for pid in senders:
+            os.kill(pid, signal.SIGCONT)
+    assert end == start + 600
