@@ -152,11 +152,12 @@ check:
 	cargo fmt --all --check
 	$(MAKE) --no-print-directory unit glue-unit
 
-# The pure crate's tests, the fleet simulation among them; then the simulation again with the
-# keeper's durability rule switched off, where it must find a duplicate.
+# The pure crate's tests, the fleet and application lease simulations among them; then each
+# simulation again with its durability rule switched off, where it must find a duplicate.
 unit:
 	cargo test -p randflake --features serde
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
+	cargo test -p randflake --features fault-grant-uncertain-app-leases --test app_lease_simulation
 
 # The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
 # settings' checks, shared-memory boards, the error declarations against docs/errors.md.
