@@ -43,7 +43,7 @@ pub fn record_used(node: u32, second: u64) {
 /// clock.
 #[inline]
 pub fn latest_used() -> u64 {
-    table().latest_used()
+    HEADER.get().latest_used()
 }
 
 pub fn release(node: u32) {
