@@ -4,7 +4,8 @@
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
-use super::seqlock::SeqLock;
+use randflake::shared::seqlock::SeqLock;
+
 use crate::keeper_state::{KeeperReport, KeeperState};
 use crate::pg::shmem::Shared;
 
