@@ -591,10 +591,16 @@ mod tests {
         assert_eq!((date.as_str(), time.as_str()), ("2058-11-05", "17:10:23"));
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut files = vec![root.join("README.md"), root.join("src/errors.rs"), root.join("randflake/README.md")];
-        for dir in ["docs", "randflake/src"] {
-            files.extend(
-                std::fs::read_dir(root.join(dir)).expect("the directory exists").map(|entry| entry.unwrap().path()),
-            );
+        // Every file under these directories, however deep.
+        let mut dirs = vec![root.join("docs"), root.join("randflake/src")];
+        while let Some(dir) = dirs.pop() {
+            for path in std::fs::read_dir(dir).expect("the directory exists").map(|entry| entry.unwrap().path()) {
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
         }
         let year = &date[..5];
         let mut named = 0;
