@@ -98,11 +98,13 @@ CREATE FUNCTION randflake.sparx_encrypt(keys bigint[], raw bigint) RETURNS bigin
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    x bigint := ((raw OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255);
-    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255);
+    x bigint := ((raw OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 1095216660735);
     mix bigint;
     k integer := 1;
 BEGIN
+    x := (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32);
+    y := (y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 32);
     FOR step IN 1..8 LOOP
         FOR round IN 1..3 LOOP
             -- ARX: xor the round keys; left := rotl9(left) + right; right := rotl2(right) xor left.
@@ -118,8 +120,9 @@ BEGIN
     END LOOP;
     x := x OPERATOR(pg_catalog.#) keys[49];
     y := y OPERATOR(pg_catalog.#) keys[50];
-    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
-         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
+    x := ((x OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y := ((y OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    RETURN (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 48);
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_encrypt(bigint[], bigint) IS
@@ -129,11 +132,13 @@ CREATE FUNCTION randflake.sparx_decrypt(keys bigint[], id bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    x bigint := (((id OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[49];
-    y bigint := ((((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[50];
+    x bigint := ((id OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y bigint := (((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 1095216660735);
     mix bigint;
     k integer := 47;
 BEGIN
+    x := ((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32)) OPERATOR(pg_catalog.#) keys[49];
+    y := ((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 32)) OPERATOR(pg_catalog.#) keys[50];
     FOR step IN 1..8 LOOP
         -- The linear layer inverted: mix := rotl8(c xor d); (a, b, c, d) := (c, d, a^c^mix, b^d^mix).
         mix := ((((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.>>) 8)) OPERATOR(pg_catalog.&) 65535;
@@ -148,8 +153,9 @@ BEGIN
             k := k OPERATOR(pg_catalog.-) 2;
         END LOOP;
     END LOOP;
-    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
-         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
+    x := ((x OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y := ((y OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    RETURN (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 48);
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_decrypt(bigint[], bigint) IS
@@ -248,7 +254,7 @@ COMMENT ON COLUMN randflake.settings.max_nodes_per_call IS 'Most nodes one randf
 
 CREATE FUNCTION randflake.node_record(node integer) RETURNS regclass
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
-RETURN pg_catalog.format('randflake.node_%s', node)::regclass;
+RETURN ('randflake.node_' OPERATOR(pg_catalog.||) node)::regclass;
 COMMENT ON FUNCTION randflake.node_record(integer) IS
 'The sequence that records what node has used: its value is (second - epoch) << 17 | sequence of the last ID taken, so nextval() hands out each (second, sequence) once, whatever rolls back or crashes.';
 REVOKE ALL ON FUNCTION randflake.node_record(integer) FROM PUBLIC;
@@ -348,15 +354,15 @@ DECLARE
     first_node integer;
     last_node integer;
     max_nodes integer;
-    -- The session's node, its record and a tag of the two (see below), kept between calls in
-    -- the setting randflake_sql.node as node/record/tag.
-    hint text[] := pg_catalog.string_to_array(pg_catalog.current_setting('randflake_sql.node', true), '/');
+    -- The session's node, kept between calls in the setting randflake_sql.node.
+    hint text := pg_catalog.current_setting('randflake_sql.node', true);
     node integer;
-    record oid;
-    now_offset bigint;
+    now_offset bigint := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
     used bigint;
     moves integer := 0;
 BEGIN
+    -- What this costs per call is mostly PL/pgSQL setting up each expression anew in every
+    -- transaction (docs/managed-postgresql.md#performance): few statements, few operators.
     SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call
       INTO subkeys, first_node, last_node, max_nodes
       FROM randflake.secret AS s CROSS JOIN randflake.settings AS c
@@ -367,36 +373,31 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
     END IF;
-    now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
     IF now_offset < 0 OR now_offset > 1073741823 THEN
         PERFORM randflake.clock_second();  -- says why
     END IF;
     -- Any role may set randflake_sql.node, and a rollback or DISCARD undoes it: it is only a
-    -- hint. Its tag, a keyed hash under round keys of the secret, proves that the record is the
-    -- node's sequence (looking it up by name would cost more than the rest of the call); the
-    -- transaction-level lock below proves, for the rest of the transaction, that no other
-    -- session uses the node.
-    IF pg_catalog.cardinality(hint) = 3
-       AND hint[3] = pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || hint[1] || '/' || hint[2]) THEN
-        node := hint[1]::integer;
-        record := hint[2]::oid;
+    -- hint, naming a node of the range. The transaction-level lock below proves, for the rest
+    -- of the transaction, that no other session uses the node (a session that holds it by its
+    -- session-level lock makes the try fail), and the node's record is looked up by its name
+    -- in schema randflake, which only the owner writes.
+    IF hint ~ '^[0-9]{1,6}$' THEN
+        node := hint::integer;
     END IF;
     LOOP
         IF node IS NULL OR node < first_node OR node > last_node
            OR NOT pg_catalog.pg_try_advisory_xact_lock(randflake.lock_space(), node) THEN
             node := randflake.claim_node(first_node, last_node, now_offset);
             PERFORM pg_catalog.pg_advisory_xact_lock(randflake.lock_space(), node);
-            record := randflake.node_record(node);
-            PERFORM pg_catalog.set_config('randflake_sql.node', pg_catalog.concat_ws('/', node, record,
-                pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || node || '/' || record)), false);
+            PERFORM pg_catalog.set_config('randflake_sql.node', node::text, false);
         END IF;
-        used := pg_catalog.nextval(record);
+        used := pg_catalog.nextval(randflake.node_record(node));
         IF used >> 17 = now_offset THEN
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 131071));
         ELSIF used >> 17 < now_offset THEN
             -- First ID of this second on the node: move its record to (second, 0). Only the
             -- holder of the node's lock ever moves it, and only forward.
-            PERFORM pg_catalog.setval(record, now_offset << 17, true);
+            PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 17, true);
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
         ELSIF used = (now_offset + 1) << 17 AND moves < max_nodes THEN
             -- The node's 131072 IDs of this second are used up: move to another node now

@@ -323,9 +323,10 @@ def test_node_claims_follow_sessions_that_come_and_go(edition):
 
 def test_a_forged_node_hint_is_not_followed(edition):
     """randflake_sql.node is a setting any role may set. Copied from a session that holds its
-    node, it makes the copier claim a node of its own (the lock); pointing the copier's own node
-    at another node's record, it is ignored (the tag): that record stays as it was, and the
-    copier's IDs stay unique."""
+    node, it makes the copier claim a node of its own (the lock); naming a node outside the
+    range, or garbage, it is ignored; naming a node of the range that no session holds, it is
+    used under the transaction's lock, whose record hands out each value once: the copier's
+    IDs stay in the range and unique, and the holder keeps its node."""
     cluster, _ = edition
     with cluster.connect(DATABASE, "writer") as holder, cluster.connect(DATABASE, "writer") as forger, \
             cluster.connect(DATABASE, OWNER) as owner:
@@ -342,15 +343,15 @@ def test_a_forged_node_hint_is_not_followed(edition):
         made = twenty(forger)
         (own,) = nodes_of(made)
         assert own != held
-
-        node, _, tag = forger.execute("SHOW randflake_sql.node").fetchone()[0].split("/")
-        other = 63 if own != 63 else 62
-        before = owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone()
-        record = owner.execute("SELECT %s::regclass::oid", (f"randflake.node_{other}",)).fetchone()[0]
-        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (f"{node}/{record}/{tag}",))
+        for forged in ("150", "64", "-1", "1/2/3", "x", "9999999"):
+            forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (forged,))
+            batch = twenty(forger)
+            assert nodes_of(batch) <= set(range(64)) - {held}, forged
+            made += batch
+        free = next(n for n in range(63, -1, -1) if n not in (held, own))
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (str(free),))
         made += twenty(forger)
-        assert owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone() == before
-        assert nodes_of(made) == {own} and len(set(made)) == len(made)
+        assert nodes_of(made) <= set(range(64)) - {held} and len(set(made)) == len(made)
         assert nodes_of(twenty(holder)) == {held}
 
 
