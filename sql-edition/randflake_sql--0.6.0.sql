@@ -280,7 +280,7 @@ BEGIN
                 pg_catalog.format('Node %s''s record of used seconds: (second - epoch) << 17 | sequence of its last ID.', node));
         END IF;
     END LOOP;
-    PERFORM randflake.revoke_default_privileges();
+    PERFORM randflake.revoke_default_privileges(only_sequences => true);
 END
 $$;
 COMMENT ON FUNCTION randflake.configure(integer, integer, integer, integer) IS
@@ -607,15 +607,33 @@ COMMENT ON COLUMN randflake.node_leases.lease_end IS 'Last second (Unix time) of
 COMMENT ON COLUMN randflake.node_leases.used_through IS 'The last second the holder may have used: the lease''s end.';
 COMMENT ON COLUMN randflake.node_leases.renewed_at IS 'When the lease was last written.';
 
-CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_first integer, OUT pool_last integer,
-                                     OUT stored_holder text, OUT now_second bigint)
+CREATE FUNCTION randflake.refuse_unless_own_transaction(procedure text) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- A lease counts once committed, and durably. Unlike the native function this one cannot
-    -- tell a transaction block from autocommit (no SQL function can): callers must use
-    -- autocommit, as docs/managed-postgresql.md says.
-    PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    -- The procedure returns a lease only once it committed it itself, and its COMMIT must not
+    -- commit what other statements wrote: after the writes of earlier statements of a pipeline
+    -- (the extended protocol runs them in one transaction until a Sync) it refuses, before it
+    -- changes anything. Inside BEGIN ... COMMIT, in a query string of several statements or
+    -- from a function, PostgreSQL runs the CALL atomically: the COMMIT that follows this check
+    -- fails there (2D000), before the procedure writes anything. No SQL function can tell those
+    -- apart from autocommit beforehand (statement_timestamp() moves with each protocol message).
+    IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'CALL %() would commit what the statements before it wrote in this transaction', procedure
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'Send the CALL as a statement of its own in autocommit mode; in a pipeline, end the statements before it with a Sync (psycopg: pipeline.sync()), so that the CALL starts a transaction of its own.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION randflake.refuse_unless_own_transaction(text) IS
+'Raises 25001 if the transaction has written: what the randflake_lease_* procedures check before their first COMMIT, which must not commit other statements'' writes.';
+REVOKE ALL ON FUNCTION randflake.refuse_unless_own_transaction(text) FROM PUBLIC;
+
+CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_first integer,
+                                     OUT pool_last integer, OUT stored_holder text, OUT now_second bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     SELECT c.app_node_id_min, c.app_node_id_max INTO pool_first, pool_last FROM randflake.settings AS c;
     IF pool_first IS NULL THEN
         RAISE EXCEPTION 'no application pool is configured'
@@ -639,18 +657,24 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION randflake.lease_call(text, integer) IS
-'What every randflake_lease_* call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
+'What every application lease call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
 REVOKE ALL ON FUNCTION randflake.lease_call(text, integer) FROM PUBLIC;
 
-CREATE FUNCTION public.randflake_lease_acquire(holder text, seconds integer DEFAULT 600)
-RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+-- The writes, as SECURITY DEFINER functions of the owner (only they write randflake.node_leases).
+-- The public procedures below call them and commit: a procedure that is SECURITY DEFINER or has a
+-- SET clause may not commit, so the procedures run as their caller, resolve nothing through the
+-- caller's search_path (every name is qualified) and do nothing else.
+
+CREATE FUNCTION randflake.lease_acquire(holder text, seconds integer,
+                                        OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     call record;
 BEGIN
     SELECT * INTO call FROM randflake.lease_call(holder, seconds);
-    -- One acquirer at a time, so that two never pick the same node.
+    -- One acquirer at a time, so that two never pick the same node; the procedure's commit
+    -- releases the lock before the lease is returned.
     LOCK TABLE randflake.node_leases IN SHARE ROW EXCLUSIVE MODE;
     SELECT n INTO node_id
       FROM pg_catalog.generate_series(call.pool_first, call.pool_last) AS n
@@ -658,9 +682,10 @@ BEGIN
                         WHERE l.first_node <= n AND l.last_node >= n AND l.lease_end >= call.now_second)
      ORDER BY n LIMIT 1;
     IF node_id IS NULL THEN
-        RAISE EXCEPTION 'every node of the application pool %..% is leased', call.pool_first, call.pool_last
+        RAISE EXCEPTION 'no free node in the application pool: all % nodes of %..% are leased',
+            call.pool_last - call.pool_first + 1, call.pool_first, call.pool_last
             USING ERRCODE = 'configuration_limit_exceeded',
-                  HINT = 'Release leases at shutdown, or widen the pool with randflake.configure().';
+                  HINT = 'Release leases no longer used, lease for fewer seconds, or widen the pool with randflake.configure().';
     END IF;
     lease_start := call.now_second;
     lease_end_exclusive := call.now_second + seconds;
@@ -668,15 +693,14 @@ BEGIN
            (first_node, last_node, holder, server_name, lease_start, lease_end, used_through)
     VALUES (node_id, node_id, 'app/' || call.stored_holder, pg_catalog.current_database(),
             lease_start, lease_end_exclusive - 1, lease_end_exclusive - 1);
-    RETURN NEXT;
 END
 $$;
-COMMENT ON FUNCTION public.randflake_lease_acquire(text, integer) IS
-'Leases a free node of the application pool to holder for seconds from now (default 600, at least 1): returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive). The holder is kept under the session''s role; the lease counts once committed: call it in autocommit mode. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION randflake.lease_acquire(text, integer) IS
+'The write of CALL randflake_lease_acquire(): leases a free node of the application pool, uncommitted.';
 
-CREATE FUNCTION randflake.lease_extend(holder text, node integer, seconds integer)
-RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+CREATE FUNCTION randflake.lease_extend(holder text, node integer, seconds integer,
+                                       OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     call record;
@@ -689,25 +713,16 @@ BEGIN
      WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second
     RETURNING l.first_node, l.lease_start, l.lease_end + 1 INTO node_id, lease_start, lease_end_exclusive;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'node % has no live lease of holder %', node, pg_catalog.quote_literal(holder)
+        RAISE EXCEPTION 'holder "%" holds no live lease of node %', pg_catalog.left(holder, 40), node
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'The lease ended or was never this holder''s: stop issuing IDs with that node and acquire a new lease.';
+                  HINT = 'The lease ended or was never this holder''s under this role: stop issuing IDs with that node and acquire a new lease.';
     END IF;
-    RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION randflake.lease_extend(text, integer, integer) IS
-'The body of randflake_lease_extend(), whose argument node_id PL/pgSQL could not tell from its result column of that name.';
-REVOKE ALL ON FUNCTION randflake.lease_extend(text, integer, integer) FROM PUBLIC;
+'The write of CALL randflake_lease_extend(): moves the end of the holder''s live lease, uncommitted.';
 
-CREATE FUNCTION public.randflake_lease_extend(holder text, node_id integer, seconds integer DEFAULT 600)
-RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'SELECT * FROM randflake.lease_extend($1, $2, $3)';
-COMMENT ON FUNCTION public.randflake_lease_extend(text, integer, integer) IS
-'Moves the end of holder''s live lease of node_id to seconds from now (never earlier), keeping its node and start: the reference ports'' extend_lease. Fails once the lease has ended; the application must then stop issuing with that node. EXECUTE is granted to no one by default.';
-
-CREATE FUNCTION public.randflake_lease_release(holder text, node_id integer) RETURNS boolean
+CREATE FUNCTION randflake.lease_release(holder text, node integer, OUT released boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -721,21 +736,105 @@ BEGIN
            lease_end = LEAST(l.lease_end, GREATEST(l.lease_start, call.now_second + 60)),
            used_through = LEAST(l.lease_end, GREATEST(l.lease_start, call.now_second + 60)),
            renewed_at = pg_catalog.now()
-     WHERE l.first_node = node_id AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second;
-    RETURN FOUND;
+     WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second;
+    released := FOUND;
+    IF NOT released AND NOT EXISTS (SELECT FROM randflake.node_leases AS l
+                                     WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder) THEN
+        RAISE EXCEPTION 'holder "%" holds no lease of node %', pg_catalog.left(holder, 40), node
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A holder extends or releases only what randflake_lease_acquire() gave it, under the same role; acquire a new lease.';
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION public.randflake_lease_release(text, integer) IS
-'Gives holder''s lease of node_id back: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. Returns false if the lease had already ended. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION randflake.lease_release(text, integer) IS
+'The write of CALL randflake_lease_release(): gives the holder''s lease back, uncommitted; false if it had already ended.';
 
-REVOKE ALL ON FUNCTION public.randflake_lease_acquire(text, integer), public.randflake_lease_extend(text, integer, integer),
-    public.randflake_lease_release(text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION randflake.lease_acquire(text, integer), randflake.lease_extend(text, integer, integer),
+    randflake.lease_release(text, integer) FROM PUBLIC;
+
+CREATE PROCEDURE public.randflake_lease_acquire(holder text, seconds integer,
+    OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM randflake.refuse_unless_own_transaction('randflake_lease_acquire');
+    COMMIT;
+    SELECT l.node_id, l.lease_start, l.lease_end_exclusive INTO node_id, lease_start, lease_end_exclusive
+      FROM randflake.lease_acquire(holder, seconds) AS l;
+    CALL randflake.commit_durably();
+END
+$$;
+COMMENT ON PROCEDURE public.randflake_lease_acquire(text, integer) IS
+'CALL randflake_lease_acquire(holder, seconds, NULL, NULL, NULL): leases a free node of the application pool to holder for seconds from now (at least 1) and returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive), once it committed it with synchronous_commit at least on. The holder is kept under the session''s role. It must be a statement of its own in autocommit mode. EXECUTE is granted to no one by default: randflake.grant_application_leases(role).';
+
+-- Its second argument is unnamed: PL/pgSQL refuses an argument and an OUT parameter of one name.
+CREATE PROCEDURE public.randflake_lease_extend(holder text, integer, seconds integer,
+    OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM randflake.refuse_unless_own_transaction('randflake_lease_extend');
+    COMMIT;
+    SELECT l.node_id, l.lease_start, l.lease_end_exclusive INTO node_id, lease_start, lease_end_exclusive
+      FROM randflake.lease_extend(holder, $2, seconds) AS l;
+    CALL randflake.commit_durably();
+END
+$$;
+COMMENT ON PROCEDURE public.randflake_lease_extend(text, integer, integer) IS
+'CALL randflake_lease_extend(holder, node_id, seconds, NULL, NULL, NULL): moves the end of holder''s live lease of node_id to seconds from now (never earlier), keeping its node and start (the ports'' extend_lease), and returns the window once committed. Fails once the lease has ended; the application must then stop issuing with that node. It must be a statement of its own in autocommit mode. EXECUTE is granted to no one by default.';
+
+CREATE PROCEDURE public.randflake_lease_release(holder text, node_id integer, OUT released boolean)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM randflake.refuse_unless_own_transaction('randflake_lease_release');
+    COMMIT;
+    released := randflake.lease_release(holder, node_id);
+    CALL randflake.commit_durably();
+END
+$$;
+COMMENT ON PROCEDURE public.randflake_lease_release(text, integer) IS
+'CALL randflake_lease_release(holder, node_id, NULL): gives holder''s lease of node_id back (the node is leased again only after the seconds its holder may have used, plus a minute for an application clock ahead of the server''s); released is false if the lease had already ended. It must be a statement of its own in autocommit mode. EXECUTE is granted to no one by default.';
+
+CREATE PROCEDURE randflake.commit_durably()
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    -- At least synchronous_commit = on (remote_flush where synchronous standbys are named), whatever
+    -- the session, role or database set: off, local and remote_write are raised to it.
+    IF pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local,remote_write}'::text[]) THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    COMMIT;
+END
+$$;
+COMMENT ON PROCEDURE randflake.commit_durably() IS
+'Commits the application lease procedures'' transaction with synchronous_commit at least on. It runs as its caller and resolves nothing through the search_path.';
+REVOKE ALL ON PROCEDURE public.randflake_lease_acquire(text, integer), public.randflake_lease_extend(text, integer, integer),
+    public.randflake_lease_release(text, integer), randflake.commit_durably() FROM PUBLIC;
+
+CREATE FUNCTION randflake.grant_application_leases(grantee regrole) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The procedures run as their caller, who therefore needs the writes and the commit too.
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA randflake TO %I', grantee);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON PROCEDURE public.randflake_lease_acquire(text, integer), '
+        'public.randflake_lease_extend(text, integer, integer), public.randflake_lease_release(text, integer), '
+        'randflake.commit_durably() TO %I', grantee);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION randflake.refuse_unless_own_transaction(text), randflake.lease_acquire(text, integer), '
+        'randflake.lease_extend(text, integer, integer), randflake.lease_release(text, integer) TO %I', grantee);
+END
+$$;
+COMMENT ON FUNCTION randflake.grant_application_leases(regrole) IS
+'Lets a role lease nodes to its processes: EXECUTE on the three randflake_lease_* procedures and on what they call as that role. Run as the owner.';
+REVOKE ALL ON FUNCTION randflake.grant_application_leases(regrole) FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
 -- Last: take back whatever the owner's ALTER DEFAULT PRIVILEGES granted on the objects above, so
 -- that the secret, the records and decoding stay the owner's alone.
 
-CREATE FUNCTION randflake.revoke_default_privileges() RETURNS void
+CREATE FUNCTION randflake.revoke_default_privileges(only_sequences boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -747,11 +846,13 @@ BEGIN
                c.relacl AS acl, c.relowner AS owner
           FROM pg_catalog.pg_class AS c
          WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind IN ('r', 'S')
+           AND (c.relkind = 'S' OR NOT only_sequences)
         UNION ALL
-        SELECT pg_catalog.format('FUNCTION %s', p.oid::regprocedure), p.proacl, p.proowner
+        SELECT pg_catalog.format('ROUTINE %s', p.oid::regprocedure), p.proacl, p.proowner
           FROM pg_catalog.pg_proc AS p
-         WHERE p.pronamespace = 'randflake'::regnamespace
-            OR (p.pronamespace = 'public'::regnamespace AND p.proname ~~ 'randflake\_%')
+         WHERE (p.pronamespace = 'randflake'::regnamespace
+                OR (p.pronamespace = 'public'::regnamespace AND p.proname ~~ 'randflake\_%'))
+           AND NOT only_sequences
     LOOP
         FOR privilege IN
             SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(object.acl) AS a
@@ -763,8 +864,8 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION randflake.revoke_default_privileges() IS
-'Takes from every object of randflake_sql each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each. The script ends by calling it, and randflake.configure() after creating node records.';
-REVOKE ALL ON FUNCTION randflake.revoke_default_privileges() FROM PUBLIC;
+COMMENT ON FUNCTION randflake.revoke_default_privileges(boolean) IS
+'Takes from every object of randflake_sql (or only from its sequences, the node records) each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each. The script ends by calling it; randflake.configure() calls it for the records it creates, leaving the owner''s own grants on the routines alone.';
+REVOKE ALL ON FUNCTION randflake.revoke_default_privileges(boolean) FROM PUBLIC;
 
 SELECT randflake.revoke_default_privileges();
