@@ -252,6 +252,11 @@ COMMENT ON COLUMN randflake.settings.app_node_id_min IS 'Lowest node randflake_l
 COMMENT ON COLUMN randflake.settings.app_node_id_max IS 'Highest node randflake_lease_acquire() leases to applications; NULL: no pool.';
 COMMENT ON COLUMN randflake.settings.max_nodes_per_call IS 'Most nodes one randflake_next() call moves through when their second is used up, before it fails instead of waiting.';
 
+CREATE SEQUENCE randflake.high_water AS bigint MINVALUE 0 START 0 NO CYCLE;
+REVOKE ALL ON SEQUENCE randflake.high_water FROM PUBLIC;
+COMMENT ON SEQUENCE randflake.high_water IS
+'The latest second (second - epoch) any node of this database has made IDs in: randflake_next() refuses earlier seconds, as the native extension refuses seconds behind the latest one its server used. Moved forward at most once a second per node.';
+
 CREATE FUNCTION randflake.node_record(node integer) RETURNS regclass
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 RETURN ('randflake.node_' OPERATOR(pg_catalog.||) node)::regclass;
@@ -343,6 +348,31 @@ COMMENT ON FUNCTION randflake.claim_node(integer, integer, bigint) IS
 'Claims a node of the range for this session with a session-level advisory lock (released when the session ends), skipping nodes whose record is past the current second.';
 REVOKE ALL ON FUNCTION randflake.claim_node(integer, integer, bigint) FROM PUBLIC;
 
+CREATE FUNCTION randflake.raise_high_water(now_offset bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Only forward: read and write under a session-level lock held for just the two, not to the
+    -- end of the caller's transaction (which would hold every node's first ID of a second
+    -- behind it). A session that finds the lock taken leaves the work to its holder, which is
+    -- raising it to the same second, or one apart; nobody waits.
+    IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), -1) THEN
+        BEGIN
+            IF COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0) < now_offset THEN
+                PERFORM pg_catalog.setval('randflake.high_water', now_offset, true);
+            END IF;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), -1);
+            RAISE;
+        END;
+        PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), -1);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION randflake.raise_high_water(bigint) IS
+'Moves randflake.high_water forward to second now_offset (second - epoch), never back: run by randflake_next() at the first ID of a second on a node.';
+REVOKE ALL ON FUNCTION randflake.raise_high_water(bigint) FROM PUBLIC;
+
 ----------------------------------------------------------------------------------------------------
 -- Generation.
 
@@ -357,15 +387,16 @@ DECLARE
     -- The session's node, kept between calls in the setting randflake_sql.node.
     hint text := pg_catalog.current_setting('randflake_sql.node', true);
     node integer;
-    now_offset bigint := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
+    now_offset bigint;
     used bigint;
     moves integer := 0;
+    high_water bigint;
 BEGIN
     -- What this costs per call is mostly PL/pgSQL setting up each expression anew in every
     -- transaction (docs/managed-postgresql.md#performance): few statements, few operators.
-    SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call
-      INTO subkeys, first_node, last_node, max_nodes
-      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c
+    SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call, h.last_value
+      INTO subkeys, first_node, last_node, max_nodes, high_water
+      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c CROSS JOIN randflake.high_water AS h
      WHERE s.subkeys IS NOT NULL;
     IF NOT FOUND THEN
         PERFORM randflake.subkeys();  -- says which is missing, the secret ...
@@ -373,8 +404,16 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
     END IF;
+    -- The clock is read after the high water, which was set from readings made before it.
+    now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
     IF now_offset < 0 OR now_offset > 1073741823 THEN
         PERFORM randflake.clock_second();  -- says why
+    END IF;
+    IF now_offset < high_water THEN
+        RAISE EXCEPTION 'the system clock is % s behind second %, which this database has already used for IDs',
+            high_water - now_offset, high_water + randflake.epoch_second()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine.';
     END IF;
     -- Any role may set randflake_sql.node, and a rollback or DISCARD undoes it: it is only a
     -- hint, naming a node of the range. The transaction-level lock below proves, for the rest
@@ -396,7 +435,11 @@ BEGIN
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 131071));
         ELSIF used >> 17 < now_offset THEN
             -- First ID of this second on the node: move its record to (second, 0). Only the
-            -- holder of the node's lock ever moves it, and only forward.
+            -- holder of the node's lock ever moves it, and only forward. The database's high
+            -- water goes first, so that it is never behind a second a node used.
+            IF now_offset > high_water THEN
+                PERFORM randflake.raise_high_water(now_offset);
+            END IF;
             PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 17, true);
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
         ELSIF used = (now_offset + 1) << 17 AND moves < max_nodes THEN
