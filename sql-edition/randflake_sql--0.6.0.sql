@@ -587,7 +587,7 @@ RETURNS TABLE (node_source text, state text, first_node integer, last_node integ
                lease_start timestamp with time zone, lease_end timestamp with time zone,
                issuable_through timestamp with time zone, renewed_at timestamp with time zone,
                nodes_in_use integer, nodes_free integer, node_switches bigint, clock_refusals bigint,
-               lease_refusals bigint, keeper_pid integer)
+               lease_refusals bigint, keeper_pid integer, keeper_ticks bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

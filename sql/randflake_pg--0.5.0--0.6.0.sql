@@ -422,4 +422,38 @@ REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_acquire(IN text, IN inte
 REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
 REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) FROM PUBLIC;
 
+
+-- waits: randflake_status() gains keeper_ticks, the ticks the lease keeper completed since
+-- start-up, so that monitoring and tests can wait for the keeper to act rather than for the
+-- clock. A column cannot be added by CREATE OR REPLACE, so the function is dropped and created
+-- again (a view a DBA built on it makes the DROP fail, naming the view: drop it, update, create
+-- it again). Until then a 0.6.0 library answers the 0.5.0 declaration with its 14 columns.
+DROP FUNCTION @extschema@.randflake_status();
+CREATE FUNCTION @extschema@.randflake_status() RETURNS TABLE (
+    node_source text,
+    state text,
+    first_node integer,
+    last_node integer,
+    lease_start timestamp with time zone,
+    lease_end timestamp with time zone,
+    issuable_through timestamp with time zone,
+    renewed_at timestamp with time zone,
+    nodes_in_use integer,
+    nodes_free integer,
+    node_switches bigint,
+    clock_refusals bigint,
+    lease_refusals bigint,
+    keeper_pid integer,
+    keeper_ticks bigint
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_status_wrapper';
+
+COMMENT ON FUNCTION @extschema@.randflake_status() IS
+'One row describing this server''s ID generation: node source (range, fleet, off), state (active, waiting for the clock to reach the lease, lease lapsed, standby, ...), the leased nodes and seconds, the high-water mark IDs may be issued through, nodes held and free, counts since start-up of node switches (a node''s second used up), clock refusals and lease refusals, the lease keeper''s pid and the ticks it completed since start-up. For superusers and pg_monitor.';
+
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
+
 SELECT randflake.revoke_default_privileges();

@@ -137,10 +137,11 @@ fn randflake_key_sequence(key: i64) -> i32 {
 }
 
 /// This server's lease and what generation has met since start-up: one row, for monitoring.
-/// EXECUTE is granted to pg_monitor only.
+/// EXECUTE is granted to pg_monitor only. Declared by the upgrade scripts (0.2.0's, and 0.6.0's,
+/// which added `keeper_ticks`): a column cannot be added by CREATE OR REPLACE.
 // pgrx reads the column names from the signature itself, so the row type cannot be an alias.
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
 fn randflake_status() -> TableIterator<
     'static,
     (
@@ -158,6 +159,7 @@ fn randflake_status() -> TableIterator<
         name!(clock_refusals, i64),
         name!(lease_refusals, i64),
         name!(keeper_pid, Option<i32>),
+        name!(keeper_ticks, i64),
     ),
 > {
     let status = status::current();
@@ -178,6 +180,7 @@ fn randflake_status() -> TableIterator<
         status.clock_refusals as i64,
         status.lease_refusals as i64,
         status.keeper_pid,
+        status.keeper_ticks as i64,
     ))
 }
 

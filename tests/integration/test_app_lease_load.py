@@ -124,7 +124,7 @@ def issue(conn: psycopg.Connection, lease: tuple[int, int, int], args, secret: b
             except ErrInvalidLease:
                 ended = True
             except ErrResourceExhausted:
-                time.sleep(1 - time.time() % 1)
+                time.sleep(1 - time.time() % 1)  # the generator's own wait for the next second, as an application's
             os.write(ids, batch.tobytes())
             stats["ids"] += len(batch)
             if ended:
@@ -222,7 +222,7 @@ class Load:
         place, until four seconds before the end."""
         try:
             while time.time() < self.until - 4:
-                time.sleep(self.rng.uniform(1.0, 2.5))
+                time.sleep(self.rng.uniform(1.0, 2.5))  # faults at random moments, by design
                 victim = self.current[self.rng.randrange(len(self.current))]
                 os.kill(victim.process.pid, signal.SIGKILL)
                 victim.process.wait()

@@ -260,7 +260,7 @@ def hold_lease_commits(primary: Node, standby: Node) -> tuple[int, list[str]]:
     and the lease commits waiting. The caller kills the primary, then lets the receiver go on."""
     with standby.connect() as conn:
         receiver = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()[0]
-    time.sleep(max(0.0, next_renewal_due(primary, LEASE_SECONDS, 0) - 0.3 - time.time()))
+    time.sleep(max(0.0, next_renewal_due(primary, LEASE_SECONDS, 0) - 0.3 - time.time()))  # aims at the renewal: the fault must land while it commits
     os.kill(receiver, signal.SIGSTOP)
     deadline = time.monotonic() + 10
     waiting: list[str] = []
@@ -333,7 +333,7 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
     after the first and the third failover, the second restart once the first one's old block
     is free again."""
     members = start_members(make_cluster, formation, MEMBERS, LEASE_SECONDS, blocks=MEMBERS + 1, first_node=0)
-    time.sleep(2)
+    time.sleep(2)  # a load period before the first failover
     run_started = time.time()
     cycles = []
     restarted_at: float | None = None
@@ -358,7 +358,7 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         if number in restarts:
             member = restarts[number]
             if restarted_at is not None:
-                time.sleep(max(0.0, restarted_at + LEASE_SECONDS + 1 - time.time()))
+                time.sleep(max(0.0, restarted_at + LEASE_SECONDS + 1 - time.time()))  # the old block's lease must run out, in real time
             restarted_at = time.time()
             cycle["restarted"] = member.label
             cycle["restart_to_first_id"] = member.restart()
@@ -372,7 +372,7 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         cycle["zombie_writes"] = (watch.accepted_writes, watch.tries)
         cycle["killed_at"] = killed_at
         cycles.append(cycle)
-    time.sleep(1)
+    time.sleep(1)  # a load period after the last failover
     all_refusals = refusals(members)
     inserters = [member.stop_inserting() for member in members]
     leases = {member.label: member.leases_taken() for member in members}
@@ -427,7 +427,7 @@ def test_standby_down_primary_turns_asynchronous_and_members_keep_issuing(format
 
     synchronous = standby_names()
     logs_before = {member.label: len(member.cluster.log()) for member in members}
-    time.sleep(max(0.0, next_renewal_due(primary, SHORT_LEASE_SECONDS, 1000) - 0.5 - time.time()))
+    time.sleep(max(0.0, next_renewal_due(primary, SHORT_LEASE_SECONDS, 1000) - 0.5 - time.time()))  # aims at the renewal: the fault must land while it commits
     stopped_at = time.time()
     formation.stop(standby)
     stop_took = time.time() - stopped_at
@@ -458,7 +458,7 @@ def test_standby_down_primary_turns_asynchronous_and_members_keep_issuing(format
     formation._wait(lambda: standby_names() == synchronous, 120, "synchronous replication to return")
     synchronous_again = time.time() - restarted_at
     formation.wait_healthy(60)
-    time.sleep(1)
+    time.sleep(1)  # a load period once healthy again
     for member in members:
         member.stop_inserting()
     keeper_warnings = [line for member in members
@@ -497,7 +497,7 @@ def test_both_data_nodes_down_members_refuse_after_their_margin_and_resume(forma
     """Both data nodes stopped: members issue through the end of the lease they hold, then refuse
     with 55000, and resume without a restart once the formation takes writes again."""
     members = start_members(make_cluster, formation, 2, SHORT_LEASE_SECONDS, blocks=3, first_node=2000)
-    time.sleep(1)
+    time.sleep(1)  # a load period before the data nodes stop
     stopped_at = time.time()
     formation.stop_data_nodes()
     # What each member may still issue: through the end of the lease it holds.
@@ -523,7 +523,7 @@ def test_both_data_nodes_down_members_refuse_after_their_margin_and_resume(forma
                 resumed[member.label] = after[0]
         assert time.time() < writable_at + 30, f"members did not resume: {resumed}"
         time.sleep(0.1)
-    time.sleep(1)
+    time.sleep(1)  # a load period after resuming
     inserters = {member.label: member.stop_inserting() for member in members}
 
     print(f"\nboth data nodes stopped; lease {SHORT_LEASE_SECONDS} s")
