@@ -18,7 +18,7 @@ use randflake::app_lease::{self, AppWindow};
 
 use crate::errors::Error;
 use crate::keeper::settings::{self as keeper_settings, NodeSource};
-use crate::keeper::vetting::{self, Verdict};
+use crate::lease_table::vetting::{self, Verdict};
 use crate::pg::identity::{self, Role};
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_report;

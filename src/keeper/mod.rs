@@ -7,7 +7,6 @@ mod holder;
 mod launcher;
 mod runtime;
 pub mod settings;
-pub mod vetting;
 mod worker;
 
 use std::time::Duration;
