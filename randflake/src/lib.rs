@@ -196,6 +196,7 @@ pub mod layout;
 pub mod lease;
 pub mod secret;
 pub mod sparx;
+pub mod table_rules;
 pub mod words;
 
 pub use batch::{Kernel, BATCH};
