@@ -406,6 +406,25 @@ declare_errors! {
         hint: "Try again: another node will be chosen.",
         examples: [{ node: 201 }],
     }
+    /// A write to the lease table that randflake_pg's own code did not make.
+    LeaseTableWrite { what: String } {
+        sqlstate: ERRCODE_INSUFFICIENT_PRIVILEGE,
+        when: "a role that is not a superuser writes `randflake.node_leases` itself, whatever its privileges on the table; on a fleet's coordinator, a member's write beyond what its keeper and lease functions need",
+        message: format!("randflake_pg refuses this write to its lease table: {what}"),
+        hint: "Only randflake_pg's lease keepers and lease functions write randflake.node_leases; on a fleet's coordinator, its members may only take, renew and release leases and prune leases that ended. A superuser may repair the table by hand.",
+        examples: [
+            { what: "DELETE by role etl, which is not randflake_pg's own code (on a range-mode server only its lease keeper and lease functions write this table)".into() },
+            { what: "deleting the lease of nodes 0..1023 from second 1800000000, whose seconds may be in use until 1800000660".into() },
+        ],
+    }
+    /// The lease table's lock was not granted within the bound.
+    LeaseTableLocked { function: &'static str, sessions: String } {
+        sqlstate: ERRCODE_LOCK_NOT_AVAILABLE,
+        when: "an application lease function waited a second for a lock on the lease table that another session holds or awaits; a WARNING names the sessions",
+        message: format!("{function}() could not lock the lease table within a second: {sessions}"),
+        hint: "End the session named, or its transaction (an idle transaction, a queued VACUUM FULL or LOCK TABLE), then call again.",
+        examples: [{ function: "randflake_lease_acquire", sessions: "held up by pid 4242 (role dba, application 'psql', active) awaits AccessExclusiveLock behind pids {4243}".into() }],
+    }
 }
 
 impl Error {

@@ -13,13 +13,15 @@
 pub mod settings;
 
 use pgrx::prelude::*;
-use pgrx::spi::{quote_identifier, quote_qualified_identifier, SpiError};
+use pgrx::spi::quote_identifier;
 use randflake::app_lease::{self, AppWindow};
+use randflake::table_rules;
 
 use crate::errors::Error;
 use crate::keeper::settings::{self as keeper_settings, NodeSource};
-use crate::lease_table::vetting::{self, Verdict};
+use crate::lease_table::{AppLeaseTable, LockNotGranted, NewAppLease, StoredWindow};
 use crate::pg::identity::{self, Role};
+use crate::pg::lock::TableLock;
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_report;
 
@@ -32,7 +34,7 @@ const RELEASED: &str = "released";
 /// What one call may use: the pool, the table, and who asks.
 struct Request {
     pool: (u32, u32),
-    table: String,
+    table: AppLeaseTable,
     holder: Holder,
     keeper: Role,
 }
@@ -66,17 +68,25 @@ fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Erro
         shown: format!("application {role}: {name}"),
     };
     let keeper = Role::named(keeper_settings::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
+    let table = keeper.acting(open_table).ok_or_else(no_lease_table)?;
+    Ok(Request { pool, table, holder, keeper })
+}
+
+/// The lease table the keeper uses, if it may be trusted. As the keeper's role.
+fn open_table() -> Option<AppLeaseTable> {
     let (schema, table) = keeper_settings::lease_table();
-    let foreign_allowed = keeper_settings::node_source() == NodeSource::Fleet;
-    match keeper.acting(|| vetting::vet(&schema, &table, foreign_allowed)) {
-        Verdict::Trusted => {}
-        Verdict::Missing | Verdict::Refused(_) => return Err(no_lease_table()),
-    }
-    Ok(Request { pool, table: quote_qualified_identifier(schema.as_str(), table.as_str()), holder, keeper })
+    AppLeaseTable::open(&schema, &table, keeper_settings::node_source() == NodeSource::Fleet)
 }
 
 fn no_lease_table() -> Error {
     Error::NoLease { keeper: keeper_report::read(), database: keeper_settings::database() }
+}
+
+/// Raises the ERROR for a lock on the lease table not granted in time, after a WARNING (in the
+/// server log too) that names the sessions that held it up.
+fn locked(function: &'static str, not_granted: LockNotGranted) -> ! {
+    warning!("randflake_pg: {function}() could not lock the lease table: {not_granted}");
+    Error::LeaseTableLocked { function, sessions: not_granted.sessions }.raise()
 }
 
 fn node_in_pool(node: Option<i32>, pool: (u32, u32)) -> Result<u32, Error> {
@@ -93,26 +103,28 @@ fn last_second(now: u64, seconds: Option<i32>) -> Result<u64, Error> {
         .map_err(|reason| Error::AppLeaseArgument { reason: reason.to_string() })
 }
 
-/// The value of an SPI call; a failure is raised as the statement's ERROR.
-fn or_raise<T>(result: Result<T, SpiError>) -> T {
-    result.unwrap_or_else(|error| error!("{error}"))
+/// `(node, last second)` of every window on record of a node of the pool, as
+/// `app_lease::free_node` takes them.
+fn windows_of(table: &AppLeaseTable, pool: (u32, u32)) -> Vec<(u32, u64)> {
+    table.windows_of(pool.0, pool.1).into_iter().map(|window| (window.node, window.last)).collect()
 }
 
 /// Leases a free node of the application pool to `holder` for `seconds` from now.
 pub fn acquire(holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
-    let request = request("randflake_lease_acquire", holder).unwrap_or_else(|error| error.raise());
+    const FUNCTION: &str = "randflake_lease_acquire";
+    let request = request(FUNCTION, holder).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let Request { pool, table, holder, keeper } = request;
     keeper.acting(|| {
-        // Serialises this server's acquisitions, which read the pool and then choose: a lock on
-        // this server's own lease table (in fleet mode too) that conflicts only with itself and
-        // VACUUM, not with the keeper's writes, and that no role without write rights on the
-        // table can take, so that none can hold acquisitions up. The exclusion constraint still
-        // settles a race between servers of a fleet.
-        or_raise(Spi::run("LOCK TABLE randflake.node_leases IN SHARE UPDATE EXCLUSIVE MODE"));
+        table.lock_for_acquisition().unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));
         if let Some(limit) = settings::leases_per_role() {
-            if live_leases_of(&table, &holder.role, now) >= limit {
+            let kept = table.windows_kept(
+                &format!("{}/", role_prefix(&holder.role)),
+                &format!("{}/", released_prefix(&holder.role)),
+                now,
+            );
+            if kept >= limit {
                 Error::AppRoleQuota { role: holder.role.clone(), limit }.raise();
             }
         }
@@ -121,18 +133,11 @@ pub fn acquire(holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
         let Some(node) = app_lease::free_node(pool.0, pool.1, &windows, now, spread) else {
             Error::AppPoolExhausted { first: pool.0, last: pool.1 }.raise()
         };
-        // Windows of the node that ended before now bound nothing the new one does not.
-        or_raise(Spi::run_with_args(
-            &format!("DELETE FROM {table} WHERE first_node = $1 AND last_node = $1 AND lease_end < $2"),
-            &[(node as i32).into(), (now as i64).into()],
-        ));
-        let inserted = PgTryBuilder::new(|| {
-            insert(&table, node, &holder.key, &holder.shown, now, last);
-            true
-        })
-        .catch_when(PgSqlErrorCode::ERRCODE_EXCLUSION_VIOLATION, |_| false)
-        .execute();
-        if !inserted {
+        // Windows of the node that ended before now bound nothing the new one does not. In a
+        // fleet the coordinator deletes only those past the clocks' skew bound.
+        table.delete_ended(node, table_rules::prune_bound(now));
+        let lease = NewAppLease { node, holder: &holder.key, shown: &holder.shown, start: now, last };
+        if table.insert(&lease).is_err() {
             Error::AppLeaseRace { node }.raise();
         }
         AppWindow { node, start: now, end_exclusive: last + 1 }
@@ -141,31 +146,16 @@ pub fn acquire(holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
 
 /// Moves the end of `holder`'s live lease of `node` to `seconds` from now (never earlier).
 pub fn extend(holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> AppWindow {
-    let request = request("randflake_lease_extend", holder).unwrap_or_else(|error| error.raise());
+    const FUNCTION: &str = "randflake_lease_extend";
+    let request = request(FUNCTION, holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let Request { table, holder, keeper, .. } = request;
     keeper.acting(|| {
-        let renewed = or_raise(Spi::connect_mut(|client| {
-            let rows = client.update(
-                &format!(
-                    "UPDATE {table} SET lease_end = greatest(lease_end, $1), used_through = greatest(used_through, $1),
-                                        renewed_at = pg_catalog.now()
-                      WHERE first_node = $2 AND last_node = $2 AND holder = $3 AND lease_end >= $4
-                  RETURNING lease_start, lease_end"
-                ),
-                Some(1),
-                &[(last as i64).into(), (node as i32).into(), holder.key.as_str().into(), (now as i64).into()],
-            )?;
-            if rows.is_empty() {
-                return Ok(None);
-            }
-            let row = rows.first();
-            Ok::<_, SpiError>(row.get::<i64>(1)?.zip(row.get::<i64>(2)?))
-        }));
-        match renewed {
-            Some((start, end)) => AppWindow { node, start: start as u64, end_exclusive: end as u64 + 1 },
+        table.lock(TableLock::RowExclusive).unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));
+        match table.extend(node, &holder.key, last, now) {
+            Some(StoredWindow { start, last }) => AppWindow { node, start, end_exclusive: last + 1 },
             None => gone(&table, node, &holder).raise(),
         }
     })
@@ -174,40 +164,32 @@ pub fn extend(holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> 
 /// Gives `holder`'s live lease of `node` back, keeping the seconds it may have used; false if
 /// the lease had already ended.
 pub fn release(holder: Option<&str>, node: Option<i32>) -> bool {
-    let request = request("randflake_lease_release", holder).unwrap_or_else(|error| error.raise());
+    const FUNCTION: &str = "randflake_lease_release";
+    let request = request(FUNCTION, holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let Request { table, holder, keeper, .. } = request;
     keeper.acting(|| {
-        let Some((start, end)) = latest_window(&table, node, &holder.key) else {
+        table.lock(TableLock::RowExclusive).unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));
+        let Some(window) = table.latest(node, &holder.key) else {
             Error::AppLeaseNotHeld { node: node as i32, holder: holder.name }.raise()
         };
-        if end < now {
+        if window.last < now {
             return false;
         }
-        // The row is replaced by one no holder can extend, over the seconds the holder may have
-        // used: a window is never given back before a fast application clock could reach it.
-        let deleted = or_raise(Spi::connect_mut(|client| {
-            let rows = client.update(
-                &format!("DELETE FROM {table} WHERE first_node = $1 AND lease_start = $2 AND holder = $3 RETURNING 1"),
-                None,
-                &[(node as i32).into(), (start as i64).into(), holder.key.as_str().into()],
-            )?;
-            Ok::<_, SpiError>(rows.len())
-        }));
-        if deleted == 0 {
-            // Another call released it meanwhile (it waited for that call's row lock).
-            return false;
-        }
-        insert(
-            &table,
-            node,
-            &format!("{}/{}", released_prefix(&holder.role), holder.name),
-            &format!("released by {}", holder.shown),
-            start,
-            app_lease::released_last(start, end, now),
-        );
-        true
+        // The row keeps the seconds the holder may have used under a holder no application can
+        // extend; the table's trigger cuts its end to the table server's clock plus the
+        // allowance for a fast application clock, never later than it was. None if another
+        // call released it meanwhile (it waited for that call's row lock).
+        table
+            .release(
+                node,
+                window.start,
+                &holder.key,
+                &format!("{}/{}", released_prefix(&holder.role), holder.name),
+                &format!("released by {}", holder.shown),
+            )
+            .is_some()
     })
 }
 
@@ -222,77 +204,29 @@ pub struct PoolStatus {
 
 /// The pool's state; `None` without a pool, or outside the keeper's database.
 pub fn status() -> Option<PoolStatus> {
+    const FUNCTION: &str = "randflake_app_leases";
     let pool = settings::pool()?;
     if identity::database_name() != keeper_settings::database() {
         return None;
     }
+    // A monitoring session must not keep a lock on the table open: one held in an idle
+    // transaction would queue a VACUUM FULL's request, and the keeper behind it.
+    if identity::in_transaction_block() {
+        Error::AppLeaseInTransaction { function: FUNCTION }.raise();
+    }
     let keeper = Role::named(keeper_settings::keeper_role().as_deref())?;
-    let (schema, table) = keeper_settings::lease_table();
-    let foreign_allowed = keeper_settings::node_source() == NodeSource::Fleet;
-    let table_name = quote_qualified_identifier(schema.as_str(), table.as_str());
     keeper.acting(|| {
-        if !matches!(vetting::vet(&schema, &table, foreign_allowed), Verdict::Trusted) {
-            return None;
-        }
+        let table = open_table()?;
+        table.lock(TableLock::AccessShare).unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));
         let now = clock::unix_second();
-        let held: Vec<u64> = or_raise(Spi::connect(|client| {
-            let rows = client.select(
-                &format!(
-                    "SELECT lease_end FROM {table_name}
-                      WHERE first_node BETWEEN $1 AND $2 AND holder LIKE 'app/%' AND lease_end >= $3"
-                ),
-                None,
-                &[(pool.0 as i32).into(), (pool.1 as i32).into(), (now as i64).into()],
-            )?;
-            rows.map(|row| row.get::<i64>(1).map(|end| end.unwrap_or_default() as u64)).collect::<Result<_, _>>()
-        }));
-        let windows = windows_of(&table_name, pool);
+        let held = table.held_ends(pool.0, pool.1, now);
+        let windows = windows_of(&table, pool);
         let free =
             (pool.0..=pool.1).filter(|node| app_lease::free_node(*node, *node, &windows, now, 0).is_some()).count();
         // The moment the soonest lease ends: the second after its last.
         let soonest_end = held.iter().min().map(|last| last + 1);
         Some(PoolStatus { pool, held: held.len() as u32, free: free as u32, soonest_end })
     })
-}
-
-/// `(node, last second)` of every window on record of a node of the pool.
-fn windows_of(table: &str, pool: (u32, u32)) -> Vec<(u32, u64)> {
-    let rows: Vec<(i32, i32, i64)> = or_raise(Spi::connect(|client| {
-        let rows = client.select(
-            &format!("SELECT first_node, last_node, lease_end FROM {table} WHERE first_node <= $2 AND last_node >= $1"),
-            None,
-            &[(pool.0 as i32).into(), (pool.1 as i32).into()],
-        )?;
-        rows.map(|row| {
-            Ok((
-                row.get::<i32>(1)?.unwrap_or_default(),
-                row.get::<i32>(2)?.unwrap_or_default(),
-                row.get::<i64>(3)?.unwrap_or_default(),
-            ))
-        })
-        .collect::<Result<_, SpiError>>()
-    }));
-    // A row of several nodes (only a misconfigured server's) counts for each of them.
-    rows.into_iter()
-        .flat_map(|(first, last, end)| {
-            (first.max(pool.0 as i32)..=last.min(pool.1 as i32)).map(move |node| (node as u32, end as u64))
-        })
-        .collect()
-}
-
-/// How many nodes the holders of `role` keep from others now: their live leases, and the ones
-/// they released that have not ended (or a role could take the whole pool by releasing and
-/// leasing again).
-fn live_leases_of(table: &str, role: &str, now: u64) -> u32 {
-    let (held, released) = (format!("{}/", role_prefix(role)), format!("{}/", released_prefix(role)));
-    let count = or_raise(Spi::get_one_with_args::<i64>(
-        &format!(
-            "SELECT count(*) FROM {table}
-              WHERE (pg_catalog.starts_with(holder, $1) OR pg_catalog.starts_with(holder, $3)) AND lease_end >= $2"
-        ),
-        &[held.as_str().into(), (now as i64).into(), released.as_str().into()],
-    ));
-    count.unwrap_or_default() as u32
 }
 
 /// The start of the holder of every lease that `role`'s holders released.
@@ -306,40 +240,10 @@ fn role_prefix(role: &str) -> String {
     format!("app/{}", quote_identifier(role))
 }
 
-/// The start and last second of `holder`'s latest window of `node`.
-fn latest_window(table: &str, node: u32, key: &str) -> Option<(u64, u64)> {
-    or_raise(Spi::connect(|client| {
-        let rows = client.select(
-            &format!(
-                "SELECT lease_start, lease_end FROM {table}
-                  WHERE first_node = $1 AND last_node = $1 AND holder = $2 ORDER BY lease_start DESC LIMIT 1"
-            ),
-            Some(1),
-            &[(node as i32).into(), key.into()],
-        )?;
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let row = rows.first();
-        Ok::<_, SpiError>(row.get::<i64>(1)?.zip(row.get::<i64>(2)?).map(|(start, end)| (start as u64, end as u64)))
-    }))
-}
-
 /// Why `holder` has no live lease of `node`.
-fn gone(table: &str, node: u32, holder: &Holder) -> Error {
-    match latest_window(table, node, &holder.key) {
-        Some((_, last)) => Error::AppLeaseEnded { node: node as i32, holder: holder.name.clone(), last },
+fn gone(table: &AppLeaseTable, node: u32, holder: &Holder) -> Error {
+    match table.latest(node, &holder.key) {
+        Some(window) => Error::AppLeaseEnded { node: node as i32, holder: holder.name.clone(), last: window.last },
         None => Error::AppLeaseNotHeld { node: node as i32, holder: holder.name.clone() },
     }
-}
-
-fn insert(table: &str, node: u32, holder: &str, shown: &str, start: u64, last: u64) {
-    or_raise(Spi::run_with_args(
-        &format!(
-            // renewed_at is explicit: through postgres_fdw, a remote default does not apply.
-            "INSERT INTO {table} (first_node, last_node, holder, server_name, lease_start, lease_end, used_through, renewed_at)
-             VALUES ($1, $1, $2, $3, $4, $5, $5, pg_catalog.now())"
-        ),
-        &[(node as i32).into(), holder.into(), shown.into(), (start as i64).into(), (last as i64).into()],
-    ));
 }

@@ -10,6 +10,8 @@ use randflake::keeper::{Commit, LeaseKey, LeaseStore, Outcome, StoreError, Store
 use randflake::Lease;
 
 use super::vetting::{self, Verdict};
+use super::{as_extension, lock_table};
+use crate::pg::lock::TableLock;
 use crate::pg::{bgworker, transaction};
 
 /// The lease table, through SQL, in one transaction of the keeper at a time.
@@ -47,13 +49,18 @@ impl SqlStore {
 }
 
 impl LeaseStore for SqlStore {
+    /// Also takes the lock the tick's statements need, waiting a bounded time: a table whose
+    /// lock another session holds or awaits fails the tick, with the sessions named.
     fn check_table(&mut self) -> Result<TableCheck, StoreError> {
-        caught(|| {
-            Ok(match vetting::vet(&self.schema, &self.table_name, self.foreign_allowed) {
-                Verdict::Missing => TableCheck::Missing,
-                Verdict::Trusted => TableCheck::Trusted,
-                Verdict::Refused(reason) => TableCheck::Refused(reason),
-            })
+        let verdict = caught(|| Ok(vetting::vet(&self.schema, &self.table_name, self.foreign_allowed)))?;
+        Ok(match verdict {
+            Verdict::Missing => TableCheck::Missing,
+            Verdict::Trusted(relation) => {
+                lock_table(relation, TableLock::RowExclusive)
+                    .map_err(|not_granted| StoreError(not_granted.to_string()))?;
+                TableCheck::Trusted
+            }
+            Verdict::Refused(reason) => TableCheck::Refused(reason),
         })
     }
 
@@ -201,9 +208,10 @@ impl LeaseStore for SqlStore {
     }
 }
 
-/// The value of `work`, or the error PostgreSQL or SPI raised in it, as a store error.
+/// The value of `work`, run marked as the extension's own, or the error PostgreSQL or SPI
+/// raised in it, as a store error.
 fn caught<T>(work: impl FnOnce() -> Result<T, SpiError>) -> Result<T, StoreError> {
-    PgTryBuilder::new(AssertUnwindSafe(|| work().map_err(|error| StoreError(error.to_string()))))
+    PgTryBuilder::new(AssertUnwindSafe(|| as_extension(work).map_err(|error| StoreError(error.to_string()))))
         .catch_others(|caught| Err(StoreError(message_of(caught))))
         .execute()
 }

@@ -56,6 +56,12 @@ impl Role {
     }
 }
 
+/// Whether the role this session logged in as is a superuser, whatever role it acts as now.
+pub fn session_user_is_superuser() -> bool {
+    // SAFETY: a read of this backend's session user id and a catalog lookup of that role.
+    unsafe { pg_sys::superuser_arg(pg_sys::GetSessionUserId()) }
+}
+
 /// The name of the database this backend is connected to.
 pub fn database_name() -> String {
     // SAFETY: a catalog lookup of this backend's own database, which exists while it is
