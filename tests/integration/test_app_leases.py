@@ -744,6 +744,8 @@ def test_no_role_without_write_rights_can_hold_up_acquisitions(pool):
     with pool.connect(user="svc_1") as conn, pool.connect(application_name="blocker") as blocker:
         blocker.autocommit = False
         blocker.execute("LOCK TABLE randflake.node_leases IN ACCESS EXCLUSIVE MODE")
+        # Only so that an unbounded wait fails the test rather than hanging it.
+        conn.execute("SET statement_timeout = '10s'")
         started = time.monotonic()
         with pytest.raises(psycopg.errors.LockNotAvailable) as caught:
             acquire(conn, "blocked", 5)
