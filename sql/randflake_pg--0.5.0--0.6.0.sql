@@ -80,6 +80,8 @@ COMMENT ON FUNCTION randflake.check_node_lease() IS
 -- FULL queued behind that lock holds up the keeper. pg_monitor reads what it needs through
 -- randflake_status() and randflake_app_leases(), which run in a statement of their own.
 REVOKE SELECT ON randflake.node_leases FROM pg_monitor;
+COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
+'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, or outside randflake.database. Refused inside a transaction block, so that no session keeps a lock on the lease table. For superusers and pg_monitor.';
 
 -- Restores the extension's own grants without the lease table's to pg_monitor.
 CREATE OR REPLACE FUNCTION randflake.revoke_default_privileges() RETURNS void
