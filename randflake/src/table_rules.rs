@@ -138,10 +138,15 @@ pub fn check(write: Write<'_>, now: u64) -> Result<(), Refused> {
 /// Whether an update from holder `old` to `new` releases an application lease: `app/...`
 /// becoming `released/...`, the same role and holder.
 pub fn is_release(old: &str, new: &str) -> bool {
-    match (old.strip_prefix("app/"), new.strip_prefix("released/")) {
+    match (after(old, app_lease::HELD), after(new, app_lease::RELEASED)) {
         (Some(held), Some(released)) => held == released,
         _ => false,
     }
+}
+
+/// What follows `first` and a slash in `holder`.
+fn after<'a>(holder: &'a str, first: &str) -> Option<&'a str> {
+    holder.strip_prefix(first).and_then(|rest| rest.strip_prefix('/'))
 }
 
 /// The last second a released application lease keeps, by the table server's clock `now`: its

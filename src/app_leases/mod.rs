@@ -25,12 +25,6 @@ use crate::pg::lock::TableLock;
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_report;
 
-/// The start of the holder written in place of a released lease's, followed by the role and
-/// holder it was (`released/<quoted role>/<holder>`): it keeps the window's bound, counts
-/// against the role's limit until it ends, and no application's holder (all "app/...") can
-/// name it.
-const RELEASED: &str = "released";
-
 /// What one call may use: the pool, the table, and who asks.
 struct Request {
     pool: (u32, u32),
@@ -229,15 +223,16 @@ pub fn status() -> Option<PoolStatus> {
     })
 }
 
-/// The start of the holder of every lease that `role`'s holders released.
+/// The start of the holder of every lease that `role`'s holders released: it counts against the
+/// role's limit until it ends.
 fn released_prefix(role: &str) -> String {
-    format!("{RELEASED}/{}", quote_identifier(role))
+    format!("{}/{}", app_lease::RELEASED, quote_identifier(role))
 }
 
 /// The start of every holder key of `role`'s: a quoted role name cannot be the beginning of
 /// another's, so no role can name another's holders.
 fn role_prefix(role: &str) -> String {
-    format!("app/{}", quote_identifier(role))
+    format!("{}/{}", app_lease::HELD, quote_identifier(role))
 }
 
 /// Why `holder` has no live lease of `node`.

@@ -56,7 +56,8 @@ impl LeaseStore for SqlStore {
         Ok(match verdict {
             Verdict::Missing => TableCheck::Missing,
             Verdict::Trusted(relation) => {
-                lock_table(relation, TableLock::RowExclusive)
+                // A cancel (the tick's deadline) during the wait is caught as the tick's failure.
+                caught(|| Ok(lock_table(relation, TableLock::RowExclusive)))?
                     .map_err(|not_granted| StoreError(not_granted.to_string()))?;
                 TableCheck::Trusted
             }

@@ -27,10 +27,12 @@ pub use guard::{authorize_write, TableUse};
 pub use keeper_store::SqlStore;
 
 /// How long a statement on the lease table waits for its table lock, and (as `lock_timeout`)
-/// for a row lock: far inside the margin a lease leaves when its renewal is due (two thirds of
-/// it), and inside the keeper's deadline for a tick (at least a second more). A lock held
-/// longer by another session fails the statement, with a WARNING that names that session.
-pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+/// for a row lock: a fifth of the smallest margin the keeper works with, the half of its lead a
+/// range-mode high-water mark still has when it is rewritten (a fleet lease has two thirds of
+/// its length left when renewed), so that several ticks can fail before generation must stop;
+/// and inside the keeper's deadline for a tick. A lock held longer by another session fails the
+/// statement, with a WARNING that names that session.
+pub const LOCK_WAIT: Duration = Duration::from_millis(randflake::HIGH_WATER_LEAD * 1000 / 2 / 5);
 
 /// Whether one of this module's statements is running now.
 static WRITING: BackendLocal<bool> = BackendLocal::new(false);
