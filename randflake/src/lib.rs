@@ -199,6 +199,7 @@ pub mod lease;
 pub mod ordered;
 pub mod secret;
 pub mod sparx;
+pub mod table_rules;
 pub mod words;
 
 pub use batch::{Kernel, BATCH};
