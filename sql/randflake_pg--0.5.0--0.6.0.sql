@@ -358,11 +358,86 @@ COMMENT ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN 
 COMMENT ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) IS
 'CALL randflake_lease_release(holder, node_id, NULL): gives holder''s lease of node_id back, true once durable: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. False if the lease had already ended. EXECUTE is granted to no one by default.';
 
-COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
-'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, outside randflake.database, or on a fleet member, which leases no application nodes. For superusers and pg_monitor.';
+REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_acquire(IN text, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
+REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
+REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) FROM PUBLIC;
 
--- randflake.revoke_default_privileges(), as 0.5.0 made it, names every routine a FUNCTION,
--- which REVOKE refuses for a procedure: the same function, naming procedures as such.
+-- table: one owner for the lease table (issue 28).
+--
+-- Only randflake_pg's own code writes randflake.node_leases: its keeper and lease procedures
+-- mark their statements (a flag inside the backend that no SQL can set), and this trigger
+-- refuses every other write by a session that did not log in as a superuser, whatever
+-- privileges its role holds (pg_write_all_data, explicit grants, ownership). On a server that is
+-- not in range mode (a fleet's coordinator has node_source fleet or off) it lets the members'
+-- writes through postgres_fdw do what their keepers need and no more: no row deleted or
+-- replaced while its seconds may be in use by this server's clock plus 60 s of skew, ends and high-water marks only moved forward, no row starting in the past, no TRUNCATE.
+-- An application lease's release gets its end from this server's clock here.
+CREATE FUNCTION randflake.authorize_lease_write() RETURNS trigger
+LANGUAGE c
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'authorize_lease_write_wrapper';
+COMMENT ON FUNCTION randflake.authorize_lease_write() IS
+'Trigger of randflake.node_leases: refuses every write (INSERT, UPDATE, DELETE, TRUNCATE) that randflake_pg''s own code did not make, unless the session''s user is a superuser; on a server not in range mode (a fleet''s coordinator), lets its members'' writes do only what their keepers need, and sets a released application lease''s end by this server''s clock.';
+REVOKE ALL ON FUNCTION randflake.authorize_lease_write() FROM PUBLIC;
+
+-- Named to run before check_node_lease (BEFORE row triggers run in name order), so that a
+-- refused write is refused first and the end it sets is the one checked.
+CREATE TRIGGER authorize_lease_write BEFORE INSERT OR UPDATE OR DELETE ON randflake.node_leases
+    FOR EACH ROW EXECUTE FUNCTION randflake.authorize_lease_write();
+CREATE TRIGGER authorize_lease_truncate BEFORE TRUNCATE ON randflake.node_leases
+    FOR EACH STATEMENT EXECUTE FUNCTION randflake.authorize_lease_write();
+
+-- A release is now one UPDATE (it was a DELETE and an INSERT, which a coordinator now refuses):
+-- an application's holder app/<role>/<holder> becomes released/<role>/<holder>, and its end
+-- and high-water mark move back to what authorize_lease_write set.
+CREATE OR REPLACE FUNCTION randflake.check_node_lease() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    released boolean;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        -- The exclusion constraint forbids overlaps; this also forbids a lease placed before a
+        -- later one, whose seconds an older, since pruned, lease may have used.
+        PERFORM 1 FROM randflake.node_leases AS earlier
+          WHERE earlier.first_node <= NEW.last_node AND earlier.last_node >= NEW.first_node
+            AND earlier.lease_end >= NEW.lease_start;
+        IF FOUND THEN
+            RAISE EXCEPTION 'lease of nodes %..% from second % overlaps or precedes an existing lease of those nodes',
+                NEW.first_node, NEW.last_node, NEW.lease_start
+                USING ERRCODE = 'exclusion_violation',
+                      HINT = 'A new lease must start after the end of every earlier lease of its nodes.';
+        END IF;
+        RETURN NEW;
+    END IF;
+    released := pg_catalog.starts_with(OLD.holder, 'app/') AND NEW.holder = 'released/' || pg_catalog.substr(OLD.holder, 5);
+    IF (NEW.first_node, NEW.last_node, NEW.lease_start) IS DISTINCT FROM (OLD.first_node, OLD.last_node, OLD.lease_start)
+       OR (NEW.holder IS DISTINCT FROM OLD.holder AND NOT released) THEN
+        RAISE EXCEPTION 'the nodes, holder and start of a lease cannot change'
+            USING ERRCODE = 'integrity_constraint_violation',
+                  HINT = 'Leases are only renewed (lease_end, used_through), released or ended; take a new lease instead.';
+    ELSIF NEW.used_through < OLD.used_through AND NOT released THEN
+        RAISE EXCEPTION 'used_through of a lease cannot move back (from % to %)', OLD.used_through, NEW.used_through
+            USING ERRCODE = 'integrity_constraint_violation',
+                  HINT = 'IDs may already exist up to the recorded second.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION randflake.check_node_lease() IS
+'Trigger of randflake.node_leases: a new lease starts after every earlier lease of its nodes; a lease''s nodes, holder and start never change, except an application lease''s holder on its release; used_through never moves back, except on that release.';
+
+-- A role that can read the table can hold a lock on it in an idle transaction, and a VACUUM
+-- FULL queued behind that lock holds up the keeper. pg_monitor reads what it needs through
+-- randflake_status() and randflake_app_leases(), which run in a statement of their own.
+REVOKE SELECT ON randflake.node_leases FROM pg_monitor;
+COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
+'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, outside randflake.database, or on a fleet member, which leases no application nodes. Refused inside a transaction block, so that no session keeps a lock on the lease table. For superusers and pg_monitor.';
+
+-- applease and table: randflake.revoke_default_privileges(), as 0.5.0 made it, names every
+-- routine a FUNCTION, which REVOKE refuses for a procedure, and restores pg_monitor's SELECT on
+-- the lease table: the same function, naming procedures as such, without that grant.
 CREATE OR REPLACE FUNCTION randflake.revoke_default_privileges() RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -408,19 +483,16 @@ BEGIN
         -- A WARNING, not a NOTICE: extension scripts run with client_min_messages at warning.
         RAISE WARNING 'randflake_pg: revoked % on % from %, which ALTER DEFAULT PRIVILEGES granted',
             granted.privilege_type, granted.object, pg_get_userbyid(granted.grantee)
-            USING HINT = 'randflake_pg grants decoding to nobody and the lease table to pg_monitor for reading only; GRANT by name what a role should have.';
+            USING HINT = 'randflake_pg grants decoding and the lease table to nobody; GRANT by name what a role should have.';
     END LOOP;
     -- What the extension itself grants, in case a default privilege named the same role.
     GRANT USAGE ON SCHEMA randflake TO pg_monitor;
-    GRANT SELECT ON randflake.node_leases TO pg_monitor;
     GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
     GRANT EXECUTE ON FUNCTION @extschema@.randflake_app_leases() TO pg_monitor;
 END
 $$;
-
-REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_acquire(IN text, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
-REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_extend(IN text, IN integer, IN integer, OUT integer, OUT bigint, OUT bigint) FROM PUBLIC;
-REVOKE EXECUTE ON PROCEDURE @extschema@.randflake_lease_release(IN text, IN integer, OUT boolean) FROM PUBLIC;
+COMMENT ON FUNCTION randflake.revoke_default_privileges() IS
+'Takes from every object of randflake_pg each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each, then restores the extension''s own grants to pg_monitor (its status functions). Every install and upgrade script ends by calling it, so that decoding and the lease table stay granted to nobody.';
 
 
 -- waits: randflake_status() gains keeper_ticks, the ticks the lease keeper completed since

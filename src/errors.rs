@@ -483,6 +483,33 @@ declare_errors! {
         hint: "Lease application nodes from a server in range mode with an application pool outside every member's nodes: a member cannot yet confirm that the coordinator's commits are durable.",
         examples: [{ function: "randflake_lease_acquire" }],
     }
+    /// A write to the lease table that randflake_pg's own code did not make.
+    LeaseTableWrite { what: String } {
+        sqlstate: ERRCODE_INSUFFICIENT_PRIVILEGE,
+        when: "a role that is not a superuser writes `randflake.node_leases` itself, whatever its privileges on the table; on a fleet's coordinator, a member's write beyond what its keeper needs",
+        message: format!("randflake_pg refuses this write to its lease table: {what}"),
+        hint: "Only randflake_pg's lease keepers and application lease procedures write randflake.node_leases; on a fleet's coordinator, its members may only take, renew and release leases and prune leases that ended. A superuser may repair the table by hand.",
+        examples: [
+            { what: "DELETE by role etl, which is not randflake_pg's own code (on a range-mode server only its lease keeper and lease procedures write this table)".into() },
+            { what: "deleting the lease of nodes 0..1023 from second 1800000000, whose seconds may be in use until 1800000660".into() },
+        ],
+    }
+    /// The lease table's lock was not granted within the bound.
+    LeaseTableLocked { function: &'static str, sessions: String } {
+        sqlstate: ERRCODE_LOCK_NOT_AVAILABLE,
+        when: "an application lease procedure or `randflake_app_leases()` waited a second for a lock on the lease table that another session holds or awaits; a WARNING names the sessions",
+        message: format!("{function}() could not lock the lease table within a second: {sessions}"),
+        hint: "End the session named, or its transaction (an idle transaction, a queued VACUUM FULL or LOCK TABLE), then call again.",
+        examples: [{ function: "randflake_lease_acquire", sessions: "held up by pid 4242 (role dba, application 'psql', active) awaits AccessExclusiveLock behind pids {4243}".into() }],
+    }
+    /// `randflake_app_leases()` inside a transaction block.
+    PoolStatusInTransaction { function: &'static str } {
+        sqlstate: ERRCODE_ACTIVE_SQL_TRANSACTION,
+        when: "`randflake_app_leases()` inside `BEGIN … COMMIT`",
+        message: format!("{function}() must run in a transaction of its own, not inside a transaction block"),
+        hint: "Call it in autocommit mode: it locks the lease table, and a lock kept by an idle transaction would queue a VACUUM FULL's request, and the lease keeper behind it.",
+        examples: [{ function: "randflake_app_leases" }],
+    }
 }
 
 impl Error {

@@ -12,10 +12,12 @@ use randflake::{codec, ordered, Parts};
 
 use crate::errors::Error;
 use crate::generation::Output;
+use crate::keeper::settings::NodeSource;
+use crate::lease_table::TableUse;
 use crate::pg::message;
 use crate::pg::procedure::{Call, Out};
 use crate::shmem::node_table;
-use crate::{app_leases, generation, secret, status};
+use crate::{app_leases, generation, keeper, lease_table, secret, status};
 
 /// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
@@ -472,4 +474,17 @@ fn randflake_app_leases() -> TableIterator<
             status.soonest_end.map(timestamp_of),
         )
     }))
+}
+
+/// The trigger of `randflake.node_leases` that refuses every write randflake_pg's own code did
+/// not make (`lease_table::authorize_write`). Declared in sql/randflake_pg--0.5.0--0.6.0.sql.
+#[pg_trigger(sql = false)]
+fn authorize_lease_write<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByRust>>, pgrx::datum::TryFromDatumError> {
+    let table_use = match keeper::settings::node_source() {
+        NodeSource::Range => TableUse::ThisServerOnly,
+        NodeSource::Fleet | NodeSource::Off => TableUse::Fleet,
+    };
+    lease_table::authorize_write(trigger, table_use)
 }

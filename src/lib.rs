@@ -14,6 +14,7 @@ mod functions;
 mod generation;
 mod keeper;
 mod keeper_state;
+mod lease_table;
 mod pg;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;

@@ -24,6 +24,14 @@ use crate::layout::{EPOCH_SECOND, MAX_SECOND};
 /// already have used are never handed out again.
 pub const CLOCK_TOLERANCE: u64 = 60;
 
+/// The first part of an application lease's holder in the lease table, followed by the role and
+/// holder (`app/<quoted role>/<holder>`).
+pub const HELD: &str = "app";
+
+/// The first part of a released application lease's holder (`released/<quoted role>/<holder>`):
+/// it keeps the window's bound, and no application's holder can name it.
+pub const RELEASED: &str = "released";
+
 /// The longest holder name, in bytes: a holder names a process, not a document.
 pub const HOLDER_MAX_BYTES: usize = 200;
 

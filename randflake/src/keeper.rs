@@ -26,6 +26,7 @@ use core::fmt;
 pub use crate::durability::{Commit, CommitEvidence};
 use crate::layout::MAX_NODE;
 use crate::lease::{Lease, Terms};
+use crate::table_rules;
 
 /// Where a server's nodes come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,10 +229,17 @@ impl Keeper {
             TableCheck::Refused(reason) => return Ok(Outcome::Refused(reason)),
             TableCheck::Trusted => {}
         }
-        // Rule 4: leases written but never confirmed were never used.
+        // Rule 4: leases written but never confirmed were never used, so in range mode they are
+        // deleted. A coordinator refuses to delete a fleet's rows before they end (another
+        // member cannot tell an unconfirmed row from a used one), so there they are left to
+        // end, and count as used meanwhile.
         let unconfirmed = board.unconfirmed();
-        for key in &unconfirmed {
-            store.delete(*key)?;
+        if matches!(self.source, NodeSource::Fleet { .. }) {
+            board.forget_unconfirmed();
+        } else {
+            for key in &unconfirmed {
+                store.delete(*key)?;
+            }
         }
         if let Some(lease) = board.published() {
             let key = LeaseKey::from(&lease);
@@ -252,8 +260,9 @@ impl Keeper {
                             // Rule 5: older leases of the block go only in the shadow of a
                             // published lease, whose row is durable and never deleted as
                             // unconfirmed; and only those that ended before now, since one
-                            // ending later, before this lease starts, may still be in use.
-                            store.prune_inside(&renewed, now.min(renewed.start))?;
+                            // ending later, before this lease starts, may still be in use. In a
+                            // fleet, "now" is the earliest any member's clock may read.
+                            store.prune_inside(&renewed, self.prune_bound(now).min(renewed.start))?;
                             return Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
                                 board.publish(renewed, true);
                                 Outcome::Renewed(renewed)
@@ -281,6 +290,14 @@ impl Keeper {
         } else {
             Outcome::Unconfirmed
         })
+    }
+
+    /// The rows of other holders ending before this may be pruned at clock reading `now`.
+    fn prune_bound(&self, now: u64) -> u64 {
+        match self.source {
+            NodeSource::Range { .. } => now,
+            NodeSource::Fleet { .. } => table_rules::prune_bound(now),
+        }
     }
 
     /// Commits, and judges the store's evidence of the commit; a durable commit also confirms
@@ -576,15 +593,51 @@ mod tests {
             NodeSource::Fleet { pool_first: 0, pool_last: 9, block_size: 10, preference: 0 },
             Terms { length: 60, high_water_lead: None },
         );
-        let old = LeaseKey { first_node: 0, start: T - 100 };
+        let old = LeaseKey { first_node: 0, start: T - 300 };
         let mut table = Table::default();
-        table.rows.insert(old, (9, T - 50, T - 50));
+        table.rows.insert(old, (9, T - 150, T - 150));
         let mut shm = Shm::default();
         let Outcome::Taken(lease) = fleet.tick(T, &mut table, &mut shm).outcome else { panic!("no lease taken") };
         assert!(table.rows.contains_key(&old), "taking a lease prunes nothing");
         assert!(matches!(fleet.tick(lease.start + 41, &mut table, &mut shm).outcome, Outcome::Renewed(_)));
         assert!(!table.rows.contains_key(&old), "the renewal pruned the older lease");
         assert_eq!(table.rows.len(), 1);
+    }
+
+    fn fleet_keeper() -> Keeper {
+        Keeper::new(
+            NodeSource::Fleet { pool_first: 0, pool_last: 9, block_size: 10, preference: 0 },
+            Terms { length: 60, high_water_lead: None },
+        )
+    }
+
+    #[test]
+    fn a_fleet_member_whose_clock_is_ahead_prunes_no_live_lease() {
+        let fleet = fleet_keeper();
+        // Another member's lease of the pool's only block ends at T + 25 by the coordinator's
+        // clock, which reads T; this member's clock reads 30 s ahead of it.
+        let other = LeaseKey { first_node: 0, start: T - 50 };
+        let mut table = Table::default();
+        table.rows.insert(other, (9, T + 25, T + 25));
+        let mut shm = Shm::default();
+        let Outcome::Taken(lease) = fleet.tick(T + 30, &mut table, &mut shm).outcome else { panic!("no lease taken") };
+        assert_eq!(lease.start, T + 30);
+        // Its renewal, 20 s later (T + 20 by the coordinator's clock, before the other lease ends).
+        assert!(matches!(fleet.tick(T + 50, &mut table, &mut shm).outcome, Outcome::Renewed(_)));
+        assert!(table.rows.contains_key(&other), "a lease the other member may still use was pruned");
+    }
+
+    #[cfg(not(feature = "fault-grant-uncertain-commits"))]
+    #[test]
+    fn a_fleet_member_leaves_an_unconfirmed_lease_to_end() {
+        let fleet = fleet_keeper();
+        let (mut table, mut shm) = (Table { next_commit: Some(Commit::Uncertain), ..Table::default() }, Shm::default());
+        assert_eq!(fleet.tick(T, &mut table, &mut shm).outcome, Outcome::Unconfirmed);
+        let unconfirmed = shm.unconfirmed[0];
+        let Outcome::Taken(lease) = fleet.tick(T + 1, &mut table, &mut shm).outcome else { panic!("no lease taken") };
+        assert!(table.rows.contains_key(&unconfirmed), "the coordinator would refuse the deletion");
+        assert!(lease.start > table.rows[&unconfirmed].1, "the unconfirmed lease counts as used");
+        assert!(shm.unconfirmed.is_empty());
     }
 
     #[test]

@@ -202,6 +202,7 @@ pub mod ordered;
 pub mod secret;
 pub mod shared;
 pub mod sparx;
+pub mod table_rules;
 pub mod words;
 
 pub use batch::{Kernel, BATCH};

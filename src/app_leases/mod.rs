@@ -13,33 +13,30 @@
 //! a superuser-run keeper trusts, so every argument is treated as hostile: the holder is stored
 //! under the calling role's name (no role can name another's holders), the node must be one of
 //! the application pool's, every statement is parameterised, and the table is written as the
-//! keeper's role, after the same trust checks the keeper makes.
+//! keeper's role, after the same trust checks the keeper makes. Their statements are
+//! `lease_table::AppLeaseTable`'s, marked as the extension's own for the table's trigger, with
+//! their lock waits bounded.
 #![forbid(unsafe_code)]
 
 pub mod settings;
 
 use pgrx::prelude::*;
-use pgrx::spi::{quote_identifier, quote_qualified_identifier, SpiError};
+use pgrx::spi::quote_identifier;
 use randflake::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence};
 
 use crate::errors::Error;
 use crate::keeper::settings::{self as keeper_settings, NodeSource};
-use crate::keeper::vetting::{self, Verdict};
+use crate::lease_table::{AppLeaseTable, LockNotGranted, NewAppLease, StoredWindow};
 use crate::pg::identity::{self, Role};
+use crate::pg::lock::TableLock;
 use crate::pg::procedure::{Call, Durability, NotOwn, OwnTransaction};
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_report;
 
-/// The start of the holder written in place of a released lease's, followed by the role and
-/// holder it was (`released/<quoted role>/<holder>`): it keeps the window's bound, counts
-/// against the role's limit until it ends, and no application's holder (all "app/...") can
-/// name it.
-const RELEASED: &str = "released";
-
 /// What one call may use: the pool, the table, and who asks.
 struct Request {
     pool: (u32, u32),
-    table: String,
+    table: AppLeaseTable,
     holder: Holder,
     keeper: Role,
 }
@@ -104,16 +101,26 @@ fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Erro
         shown: format!("application {role}: {name}"),
     };
     let keeper = Role::named(keeper_settings::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
+    let table = keeper.acting(open_table).ok_or_else(no_lease_table)?;
+    Ok(Request { pool, table, holder, keeper })
+}
+
+/// This server's lease table, if the keeper would trust it (in range mode: the extension's
+/// own). As the keeper's role.
+fn open_table() -> Option<AppLeaseTable> {
     let (schema, table) = keeper_settings::lease_table();
-    match keeper.acting(|| vetting::vet(&schema, &table, false)) {
-        Verdict::Trusted => {}
-        Verdict::Missing | Verdict::Refused(_) => return Err(no_lease_table()),
-    }
-    Ok(Request { pool, table: quote_qualified_identifier(schema.as_str(), table.as_str()), holder, keeper })
+    AppLeaseTable::open(&schema, &table, false)
 }
 
 fn no_lease_table() -> Error {
     Error::NoLease { keeper: keeper_report::read(), database: keeper_settings::database() }
+}
+
+/// Raises the ERROR for a lock on the lease table not granted in time, after a WARNING (in the
+/// server log too) that names the sessions that held it up.
+fn locked(function: &'static str, not_granted: LockNotGranted) -> ! {
+    warning!("randflake_pg: {function}() could not lock the lease table: {not_granted}");
+    Error::LeaseTableLocked { function, sessions: not_granted.sessions }.raise()
 }
 
 fn node_in_pool(node: Option<i32>, pool: (u32, u32)) -> Result<u32, Error> {
@@ -130,9 +137,10 @@ fn last_second(now: u64, seconds: Option<i32>) -> Result<u64, Error> {
         .map_err(|reason| Error::AppLeaseArgument { reason: reason.to_string() })
 }
 
-/// The value of an SPI call; a failure is raised as the statement's ERROR.
-fn or_raise<T>(result: Result<T, SpiError>) -> T {
-    result.unwrap_or_else(|error| error!("{error}"))
+/// `(node, last second)` of every window on record of a node of `first..=last`, as
+/// `app_lease::free_node` takes them.
+fn windows_of(table: &AppLeaseTable, (first, last): (u32, u32)) -> Vec<(u32, u64)> {
+    table.windows_of(first, last).into_iter().map(|window| (window.node, window.last)).collect()
 }
 
 /// Leases a free node of the application pool to `holder` for `seconds` from now, committed
@@ -144,15 +152,21 @@ pub fn acquire(call: &Call, holder: Option<&str>, seconds: Option<i32>) -> AppWi
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let mut store = SqlStore::new(request, own);
     store.keeper.acting(|| {
-        // Serialises this server's acquisitions, which read the pool and then choose: a lock on
-        // this server's own lease table that conflicts only with itself and VACUUM, not with the
-        // keeper's writes, and that no role without write rights on the table can take, so that
-        // none can hold acquisitions up. The procedure's own commit releases it: no caller's
-        // statement holds it longer.
-        or_raise(Spi::run("LOCK TABLE randflake.node_leases IN SHARE UPDATE EXCLUSIVE MODE"));
+        // Serialises this server's acquisitions, which read the pool and then choose, waiting a
+        // bounded time. The procedure's own commit releases the lock: no caller's statement
+        // holds it longer.
+        store.table.lock_for_acquisition().unwrap_or_else(|not_granted| locked(ACQUIRE.name, not_granted));
         if let Some(limit) = settings::leases_per_role() {
-            if live_leases_of(&store.table, &store.holder.role, now) >= limit {
-                Error::AppRoleQuota { role: store.holder.role.clone(), limit }.raise();
+            // The role's live leases, and the ones it released that have not ended (or a role
+            // could take the whole pool by releasing and leasing again).
+            let role = &store.holder.role;
+            let kept = store.table.windows_kept(
+                &format!("{}/", role_prefix(role)),
+                &format!("{}/", released_prefix(role)),
+                now,
+            );
+            if kept >= limit {
+                Error::AppRoleQuota { role: role.clone(), limit }.raise();
             }
         }
     });
@@ -170,6 +184,7 @@ pub fn extend(call: &Call, holder: Option<&str>, node: Option<i32>, seconds: Opt
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let mut store = SqlStore::new(request, own);
+    store.lock(EXTEND.name);
     app_lease::extend(&mut store, node, now, last).unwrap_or_else(|refusal| store.refused(&EXTEND, refusal))
 }
 
@@ -181,6 +196,7 @@ pub fn release(call: &Call, holder: Option<&str>, node: Option<i32>) -> bool {
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let mut store = SqlStore::new(request, own);
+    store.lock(RELEASE.name);
     app_lease::release(&mut store, node, now).unwrap_or_else(|refusal| store.refused(&RELEASE, refusal))
 }
 
@@ -188,7 +204,7 @@ pub fn release(call: &Call, holder: Option<&str>, node: Option<i32>) -> bool {
 /// the keeper's role, and the commit, made as the caller, is the procedure's own.
 struct SqlStore {
     pool: (u32, u32),
-    table: String,
+    table: AppLeaseTable,
     holder: Holder,
     keeper: Role,
     own: Option<OwnTransaction>,
@@ -198,6 +214,14 @@ impl SqlStore {
     fn new(request: Request, own: OwnTransaction) -> Self {
         let Request { pool, table, holder, keeper } = request;
         Self { pool, table, holder, keeper, own: Some(own) }
+    }
+
+    /// Takes the lock that extensions and releases write the table under, waiting a bounded
+    /// time; the procedure's commit releases it.
+    fn lock(&self, function: &'static str) {
+        self.keeper
+            .acting(|| self.table.lock(TableLock::RowExclusive))
+            .unwrap_or_else(|not_granted| locked(function, not_granted));
     }
 
     /// Raises the refusal as its error; the transaction is rolled back, unless it was committed
@@ -223,82 +247,48 @@ impl AppLeaseStore for SqlStore {
     }
 
     fn remove_ended(&mut self, node: u32, now: u64) {
-        self.keeper.acting(|| {
-            or_raise(Spi::run_with_args(
-                &format!("DELETE FROM {} WHERE first_node = $1 AND last_node = $1 AND lease_end < $2", self.table),
-                &[(node as i32).into(), (now as i64).into()],
-            ))
-        });
+        self.keeper.acting(|| self.table.delete_ended(node, now));
     }
 
     fn insert(&mut self, window: AppWindow) -> bool {
-        self.keeper.acting(|| {
-            PgTryBuilder::new(|| {
-                insert(&self.table, window.node, &self.holder.key, &self.holder.shown, window.start, window.last());
-                true
-            })
-            .catch_when(PgSqlErrorCode::ERRCODE_EXCLUSION_VIOLATION, |_| false)
-            .execute()
-        })
+        let holder = &self.holder;
+        let lease = NewAppLease {
+            node: window.node,
+            holder: &holder.key,
+            shown: &holder.shown,
+            start: window.start,
+            last: window.last(),
+        };
+        self.keeper.acting(|| self.table.insert(&lease).is_ok())
     }
 
     fn lengthen(&mut self, node: u32, last: u64, now: u64) -> Option<(u64, u64)> {
-        let table = &self.table;
-        let key = self.holder.key.as_str();
-        self.keeper.acting(|| {
-            or_raise(Spi::connect_mut(|client| {
-                let rows = client.update(
-                    &format!(
-                        "UPDATE {table} SET lease_end = greatest(lease_end, $1), used_through = greatest(used_through, $1),
-                                            renewed_at = pg_catalog.now()
-                          WHERE first_node = $2 AND last_node = $2 AND holder = $3 AND lease_end >= $4
-                      RETURNING lease_start, lease_end"
-                    ),
-                    Some(1),
-                    &[(last as i64).into(), (node as i32).into(), key.into(), (now as i64).into()],
-                )?;
-                if rows.is_empty() {
-                    return Ok(None);
-                }
-                let row = rows.first();
-                Ok::<_, SpiError>(row.get::<i64>(1)?.zip(row.get::<i64>(2)?).map(|(start, end)| (start as u64, end as u64)))
-            }))
-        })
+        let window = self.keeper.acting(|| self.table.extend(node, &self.holder.key, last, now));
+        window.map(|StoredWindow { start, last }| (start, last))
     }
 
     fn latest(&mut self, node: u32) -> Option<(u64, u64)> {
-        self.keeper.acting(|| latest_window(&self.table, node, &self.holder.key))
+        let window = self.keeper.acting(|| self.table.latest(node, &self.holder.key));
+        window.map(|StoredWindow { start, last }| (start, last))
     }
 
-    fn replace_released(&mut self, node: u32, start: u64, last: u64) -> bool {
-        let (table, holder) = (&self.table, &self.holder);
-        self.keeper.acting(|| {
-            // The row is replaced by one no holder can extend, over the seconds the holder may
-            // have used: a window is never given back before a fast application clock could reach it.
-            let deleted = or_raise(Spi::connect_mut(|client| {
-                let rows = client.update(
-                    &format!(
-                        "DELETE FROM {table} WHERE first_node = $1 AND lease_start = $2 AND holder = $3 RETURNING 1"
-                    ),
-                    None,
-                    &[(node as i32).into(), (start as i64).into(), holder.key.as_str().into()],
-                )?;
-                Ok::<_, SpiError>(rows.len())
-            }));
-            if deleted == 0 {
-                // Another call released it meanwhile (it waited for that call's row lock).
-                return false;
-            }
-            insert(
-                table,
+    /// One UPDATE gives the row a holder no application can extend. Its end is set by the
+    /// table's trigger to `released_last` by the table server's clock, which is this server's
+    /// (the procedures run in range mode only): the `last` the crate computed, so it is not
+    /// written twice.
+    fn replace_released(&mut self, node: u32, start: u64, _last: u64) -> bool {
+        let holder = &self.holder;
+        let released = self.keeper.acting(|| {
+            self.table.release(
                 node,
+                start,
+                &holder.key,
                 &format!("{}/{}", released_prefix(&holder.role), holder.name),
                 &format!("released by {}", holder.shown),
-                start,
-                last,
-            );
-            true
-        })
+            )
+        });
+        // None: another call released it meanwhile (it waited for that call's row lock).
+        released.is_some()
     }
 
     /// Made as the caller, not as the keeper: a transaction started while acting as another
@@ -323,32 +313,25 @@ pub struct PoolStatus {
 
 /// The pool's state; `None` without a pool, outside the keeper's database, or on a fleet member.
 pub fn status() -> Option<PoolStatus> {
+    const FUNCTION: &str = "randflake_app_leases";
     let pool = settings::pool()?;
     // A fleet member leases no application nodes, and reading the coordinator's table would
     // keep a connection to it open for the rest of the session.
     if identity::database_name() != keeper_settings::database() || keeper_settings::node_source() == NodeSource::Fleet {
         return None;
     }
+    // A monitoring session must not keep a lock on the table open: one held in an idle
+    // transaction would queue a VACUUM FULL's request, and the keeper behind it.
+    if identity::in_transaction_block() {
+        Error::PoolStatusInTransaction { function: FUNCTION }.raise();
+    }
     let keeper = Role::named(keeper_settings::keeper_role().as_deref())?;
-    let (schema, table) = keeper_settings::lease_table();
-    let table_name = quote_qualified_identifier(schema.as_str(), table.as_str());
     keeper.acting(|| {
-        if !matches!(vetting::vet(&schema, &table, false), Verdict::Trusted) {
-            return None;
-        }
+        let table = open_table()?;
+        table.lock(TableLock::AccessShare).unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));
         let now = clock::unix_second();
-        let held: Vec<u64> = or_raise(Spi::connect(|client| {
-            let rows = client.select(
-                &format!(
-                    "SELECT lease_end FROM {table_name}
-                      WHERE first_node BETWEEN $1 AND $2 AND holder LIKE 'app/%' AND lease_end >= $3"
-                ),
-                None,
-                &[(pool.0 as i32).into(), (pool.1 as i32).into(), (now as i64).into()],
-            )?;
-            rows.map(|row| row.get::<i64>(1).map(|end| end.unwrap_or_default() as u64)).collect::<Result<_, _>>()
-        }));
-        let windows = windows_of(&table_name, pool);
+        let held = table.held_ends(pool.0, pool.1, now);
+        let windows = windows_of(&table, pool);
         let free =
             (pool.0..=pool.1).filter(|node| app_lease::free_node(*node, *node, &windows, now, 0).is_some()).count();
         // The moment the soonest lease ends: the second after its last.
@@ -357,83 +340,14 @@ pub fn status() -> Option<PoolStatus> {
     })
 }
 
-/// `(node, last second)` of every window on record of a node of the pool.
-fn windows_of(table: &str, pool: (u32, u32)) -> Vec<(u32, u64)> {
-    let rows: Vec<(i32, i32, i64)> = or_raise(Spi::connect(|client| {
-        let rows = client.select(
-            &format!("SELECT first_node, last_node, lease_end FROM {table} WHERE first_node <= $2 AND last_node >= $1"),
-            None,
-            &[(pool.0 as i32).into(), (pool.1 as i32).into()],
-        )?;
-        rows.map(|row| {
-            Ok((
-                row.get::<i32>(1)?.unwrap_or_default(),
-                row.get::<i32>(2)?.unwrap_or_default(),
-                row.get::<i64>(3)?.unwrap_or_default(),
-            ))
-        })
-        .collect::<Result<_, SpiError>>()
-    }));
-    // A row of several nodes (only a misconfigured server's) counts for each of them.
-    rows.into_iter()
-        .flat_map(|(first, last, end)| {
-            (first.max(pool.0 as i32)..=last.min(pool.1 as i32)).map(move |node| (node as u32, end as u64))
-        })
-        .collect()
-}
-
-/// How many nodes the holders of `role` keep from others now: their live leases, and the ones
-/// they released that have not ended (or a role could take the whole pool by releasing and
-/// leasing again).
-fn live_leases_of(table: &str, role: &str, now: u64) -> u32 {
-    let (held, released) = (format!("{}/", role_prefix(role)), format!("{}/", released_prefix(role)));
-    let count = or_raise(Spi::get_one_with_args::<i64>(
-        &format!(
-            "SELECT count(*) FROM {table}
-              WHERE (pg_catalog.starts_with(holder, $1) OR pg_catalog.starts_with(holder, $3)) AND lease_end >= $2"
-        ),
-        &[held.as_str().into(), (now as i64).into(), released.as_str().into()],
-    ));
-    count.unwrap_or_default() as u32
-}
-
-/// The start of the holder of every lease that `role`'s holders released.
+/// The start of the holder of every lease that `role`'s holders released: it counts against the
+/// role's limit until it ends.
 fn released_prefix(role: &str) -> String {
-    format!("{RELEASED}/{}", quote_identifier(role))
+    format!("{}/{}", app_lease::RELEASED, quote_identifier(role))
 }
 
 /// The start of every holder key of `role`'s: a quoted role name cannot be the beginning of
 /// another's, so no role can name another's holders.
 fn role_prefix(role: &str) -> String {
-    format!("app/{}", quote_identifier(role))
-}
-
-/// The start and last second of `holder`'s latest window of `node`.
-fn latest_window(table: &str, node: u32, key: &str) -> Option<(u64, u64)> {
-    or_raise(Spi::connect(|client| {
-        let rows = client.select(
-            &format!(
-                "SELECT lease_start, lease_end FROM {table}
-                  WHERE first_node = $1 AND last_node = $1 AND holder = $2 ORDER BY lease_start DESC LIMIT 1"
-            ),
-            Some(1),
-            &[(node as i32).into(), key.into()],
-        )?;
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let row = rows.first();
-        Ok::<_, SpiError>(row.get::<i64>(1)?.zip(row.get::<i64>(2)?).map(|(start, end)| (start as u64, end as u64)))
-    }))
-}
-
-fn insert(table: &str, node: u32, holder: &str, shown: &str, start: u64, last: u64) {
-    or_raise(Spi::run_with_args(
-        &format!(
-            // renewed_at is explicit: through postgres_fdw, a remote default does not apply.
-            "INSERT INTO {table} (first_node, last_node, holder, server_name, lease_start, lease_end, used_through, renewed_at)
-             VALUES ($1, $1, $2, $3, $4, $5, $5, pg_catalog.now())"
-        ),
-        &[(node as i32).into(), holder.into(), shown.into(), (start as i64).into(), (last as i64).into()],
-    ));
+    format!("{}/{}", app_lease::HELD, quote_identifier(role))
 }

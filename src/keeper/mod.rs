@@ -3,12 +3,10 @@
 //! checks and renews the lease and publishes it to the backends through `shmem::lease_board`.
 #![forbid(unsafe_code)]
 
-mod commit_evidence;
 mod holder;
 mod launcher;
 mod runtime;
 pub mod settings;
-pub mod vetting;
 mod worker;
 
 use std::time::Duration;

@@ -20,10 +20,8 @@
 use std::ffi::CStr;
 use std::time::Duration;
 
+use crate::lease_table::LOCK_WAIT;
 use crate::pg::{guc, timeout};
-
-/// How long a lock on the lease table may hold up one of the keeper's statements.
-const LOCK_WAIT: Duration = Duration::from_secs(1);
 
 /// How long after the soft deadline the hard one drops the coordinator connections.
 const HARD_GRACE: Duration = Duration::from_secs(1);

@@ -297,6 +297,33 @@ pub fn set_for_process(name: &CStr, value: &str) {
     }
 }
 
+/// Runs `work` with `name` set to `value`, as a function's `SET` clause does: the value before
+/// comes back when `work` returns, or when the transaction `work` failed in aborts. Inside a
+/// transaction.
+pub fn with_setting<R>(name: &CStr, value: &str, work: impl FnOnce() -> R) -> R {
+    let value = CString::new(value).unwrap_or_default();
+    // SAFETY: a new GUC nesting level and a setting saved in it, from the backend's main thread
+    // inside a transaction, with NUL-terminated strings; an invalid value raises an ERROR.
+    let level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let result = work();
+    // SAFETY: closing the level opened above, which restores the value saved in it.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    result
+}
+
 /// Reads the configuration files again, as a backend does on SIGHUP. Between transactions.
 pub fn reload_configuration_file() {
     // SAFETY: what PostgreSQL's own processes do when ConfigReloadPending is set.

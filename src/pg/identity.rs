@@ -1,5 +1,5 @@
-//! Who is running what, where: the current role and database, and acting as another role for a
-//! while.
+//! Who is running what, where: the current role and database, acting as another role for a
+//! while, and whether the statement runs inside an explicit transaction block.
 
 use std::ffi::{CStr, CString};
 
@@ -56,6 +56,12 @@ impl Role {
     }
 }
 
+/// Whether the role this session logged in as is a superuser, whatever role it acts as now.
+pub fn session_user_is_superuser() -> bool {
+    // SAFETY: a read of this backend's session user id and a catalog lookup of that role.
+    unsafe { pg_sys::superuser_arg(pg_sys::GetSessionUserId()) }
+}
+
 /// The name of the database this backend is connected to.
 pub fn database_name() -> String {
     // SAFETY: a catalog lookup of this backend's own database, which exists while it is
@@ -70,4 +76,11 @@ fn text(name: *const std::ffi::c_char) -> String {
     }
     // SAFETY: non-null, and NUL-terminated, as PostgreSQL's name lookups return them.
     unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+}
+
+/// Whether the statement runs inside an explicit transaction block (BEGIN ... COMMIT), whose
+/// locks last until the client ends it.
+pub fn in_transaction_block() -> bool {
+    // SAFETY: a plain read of this backend's transaction state.
+    unsafe { pg_sys::IsTransactionBlock() }
 }

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod guc;
 mod headers;
 pub mod identity;
+pub mod lock;
 pub mod log_hook;
 pub mod message;
 pub mod parse_tree;

@@ -864,44 +864,39 @@ def test_a_callers_search_path_cannot_run_its_functions_as_the_keeper(pool):
 
 
 def test_no_role_without_write_rights_can_hold_up_acquisitions(pool):
-    """Whatever lock serialises acquisitions is found by holding the lease table meanwhile. Every
-    role may take any advisory lock, and a monitoring role may read the table (a shared lock):
-    neither may hold acquisitions up, and no other role can take the lock they wait for."""
-    with pool.connect() as admin, pool.connect(user="svc_1") as conn, pool.connect() as blocker:
+    """A session holding the lease table's lock holds an acquisition up for a second at most: it
+    fails with 55P03, naming that session (and so does a WARNING in the log). No role without
+    write rights can take the lock acquisitions take, or one above it, and a monitoring role can
+    no longer keep a lock on the table open."""
+    with pool.connect(user="svc_1") as conn, pool.connect(application_name="blocker") as blocker:
         blocker.autocommit = False
         blocker.execute("LOCK TABLE randflake.node_leases IN ACCESS EXCLUSIVE MODE")
-        waiting = threading.Thread(target=acquire, args=(conn, "blocked", 5))
-        waiting.start()
-        pid = conn.info.backend_pid
-        waits = "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s"
-        wait_for(lambda: admin.execute(waits, (pid,)).fetchone()[0], 10, "the acquisition to wait for the table")
-        held = admin.execute(
-            """SELECT locktype, mode, coalesce(relation::regclass::text, classid::text || '/' || objid::text)
-                 FROM pg_locks WHERE pid = %s AND granted AND locktype IN ('advisory', 'relation')
-                  AND (locktype = 'advisory' OR relation = 'randflake.node_leases'::regclass)""",
-            (pid,),
-        ).fetchall()
+        # Only so that an unbounded wait fails the test rather than hanging it.
+        conn.execute("SET statement_timeout = '10s'")
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.LockNotAvailable) as caught:
+            acquire(conn, "blocked", 5)
+        assert time.monotonic() - started < 3
+        named = (f"held up by pid {blocker.info.backend_pid} (role postgres, application 'blocker', "
+                 "idle in transaction) holds AccessExclusiveLock")
+        assert named in caught.value.diag.message_primary, caught.value
+        assert caught.value.diag.message_hint
         blocker.rollback()
-        waiting.join(10)
-        assert not waiting.is_alive()
-    advisory = [(int(key.split("/")[0]) << 32) | int(key.split("/")[1]) for kind, _, key in held if kind == "advisory"]
+        node, _, _ = acquire(conn, "unblocked", 5)
+        assert POOL[0] <= node <= POOL[1]
     with pool.connect(user="outsider") as outsider, pool.connect(user="watcher") as watcher, \
             pool.connect(user="svc_1") as conn:
-        for key in advisory:
-            assert outsider.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
         # No role without write rights can take the lock acquisitions take, or one above it.
         for locker in (outsider, watcher):
             for mode in ("SHARE UPDATE EXCLUSIVE", "SHARE", "EXCLUSIVE", "ACCESS EXCLUSIVE"):
                 with locker.transaction(), pytest.raises(psycopg.errors.InsufficientPrivilege):
                     locker.execute(f"LOCK TABLE randflake.node_leases IN {mode} MODE")
-        # A reader of the table (pg_monitor) holds its shared lock in an open transaction.
-        with watcher.transaction():
+        # pg_monitor cannot read the table, nor keep a lock on it through randflake_app_leases().
+        with watcher.transaction(), pytest.raises(psycopg.errors.InsufficientPrivilege):
             watcher.execute("SELECT count(*) FROM randflake.node_leases")
-            conn.execute("SET statement_timeout = '5s'")
-            try:
-                node, _, _ = acquire(conn, "not-held-up", 5)
-            except psycopg.Error as error:
-                pytest.fail(f"acquisitions were held up: {error.sqlstate} {error.diag.message_primary}")
+        with watcher.transaction(), pytest.raises(psycopg.errors.ActiveSqlTransaction):
+            watcher.execute("SELECT * FROM randflake_app_leases()")
+        node, _, _ = acquire(conn, "not-held-up", 5)
         assert POOL[0] <= node <= POOL[1]
 
 

@@ -29,7 +29,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// evidence relation goes: without one it could confirm no commit, so it writes nothing.
 pub fn check(schema: &str, foreign_allowed: bool) -> TableCheck {
     match vetting::vet_commit_evidence(schema, RELATION, foreign_allowed) {
-        Verdict::Trusted => TableCheck::Trusted,
+        Verdict::Trusted(_) => TableCheck::Trusted,
         Verdict::Refused(reason) => TableCheck::Refused(reason),
         Verdict::Missing => TableCheck::Refused(format!(
             "{} is missing, so no commit could be confirmed durable (in range mode: ALTER EXTENSION randflake_pg UPDATE; on a fleet member: import it from the coordinator beside the lease table)",

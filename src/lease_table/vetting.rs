@@ -21,7 +21,8 @@ pub enum Verdict {
     /// No relation of that name (the extension is not created yet, or the fleet set-up is
     /// unfinished): nothing to refuse, nothing to use.
     Missing,
-    Trusted,
+    /// The relation may be used; its oid.
+    Trusted(pg_sys::Oid),
     /// Present but not trustworthy; the text says why.
     Refused(String),
 }
@@ -44,7 +45,8 @@ SELECT c.relkind::text,
           JOIN pg_catalog.pg_roles AS function_owner ON function_owner.oid = p.proowner
          WHERE t.tgrelid = c.oid AND NOT function_owner.rolsuper),
        c.relhasrules,
-       server.srvname::text, pg_catalog.pg_get_userbyid(server.srvowner)::text, server_owner.rolsuper
+       server.srvname::text, pg_catalog.pg_get_userbyid(server.srvowner)::text, server_owner.rolsuper,
+       c.oid
   FROM pg_catalog.pg_class AS c
   JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
   JOIN pg_catalog.pg_roles AS table_owner ON table_owner.oid = c.relowner
@@ -93,12 +95,13 @@ fn vet_for(usage: Use, schema: &str, table: &str, foreign_allowed: bool) -> Verd
             server: row.get::<String>(9)?,
             server_owner: row.get::<String>(10)?.unwrap_or_default(),
             server_owner_is_superuser: row.get::<bool>(11)?.unwrap_or(false),
+            relation: row.get::<pg_sys::Oid>(12)?.unwrap_or(pg_sys::InvalidOid),
         }))
     });
     match found {
         Ok(None) => Verdict::Missing,
         Ok(Some(found)) => match found.refusal(usage, foreign_allowed) {
-            None => Verdict::Trusted,
+            None => Verdict::Trusted(found.relation),
             Some(reason) => Verdict::Refused(format!(
                 "{}.{} {reason}",
                 pgrx::spi::quote_identifier(schema),
@@ -121,6 +124,7 @@ struct Found {
     server: Option<String>,
     server_owner: String,
     server_owner_is_superuser: bool,
+    relation: pg_sys::Oid,
 }
 
 impl Found {
