@@ -236,35 +236,39 @@ COMMENT ON FUNCTION @extschema@.randflake_key_highest(timestamp with time zone) 
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_lowest(timestamp with time zone) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_highest(timestamp with time zone) FROM PUBLIC;
 
-CREATE FUNCTION @extschema@.randflake_decode(id @extschema@.randflake_key)
+-- Decoding a key needs no cipher (it holds the plain value), but reveals as much as decoding the
+-- ID. These are not overloads of randflake_decode() and its accessors: with a second overload, a
+-- call with an untyped argument (a literal, or a parameter a driver sends untyped, as
+-- node-postgres does), which 0.5.0 resolved to the bigint version, would be ambiguous.
+CREATE FUNCTION @extschema@.randflake_key_decode(id @extschema@.randflake_key)
 RETURNS TABLE ("timestamp" timestamp with time zone, node_id integer, sequence integer)
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_key_decode_wrapper';
-CREATE FUNCTION @extschema@.randflake_timestamp(id @extschema@.randflake_key) RETURNS timestamp with time zone
+CREATE FUNCTION @extschema@.randflake_key_timestamp(id @extschema@.randflake_key) RETURNS timestamp with time zone
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_key_timestamp_wrapper';
-CREATE FUNCTION @extschema@.randflake_node_id(id @extschema@.randflake_key) RETURNS integer
+CREATE FUNCTION @extschema@.randflake_key_node_id(id @extschema@.randflake_key) RETURNS integer
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_key_node_id_wrapper';
-CREATE FUNCTION @extschema@.randflake_sequence(id @extschema@.randflake_key) RETURNS integer
+CREATE FUNCTION @extschema@.randflake_key_sequence(id @extschema@.randflake_key) RETURNS integer
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_key_sequence_wrapper';
-COMMENT ON FUNCTION @extschema@.randflake_decode(@extschema@.randflake_key) IS
-'The second a randflake_key was made in, the node that made it and its sequence within that node and second. EXECUTE is granted to no one by default.';
-COMMENT ON FUNCTION @extschema@.randflake_timestamp(@extschema@.randflake_key) IS
-'The second a randflake_key was made in: randflake_decode(id).timestamp. EXECUTE is granted to no one by default.';
-COMMENT ON FUNCTION @extschema@.randflake_node_id(@extschema@.randflake_key) IS
-'The node that made a randflake_key: randflake_decode(id).node_id. EXECUTE is granted to no one by default.';
-COMMENT ON FUNCTION @extschema@.randflake_sequence(@extschema@.randflake_key) IS
-'A randflake_key''s sequence within its node and second: randflake_decode(id).sequence. EXECUTE is granted to no one by default.';
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_decode(@extschema@.randflake_key) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_timestamp(@extschema@.randflake_key) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_node_id(@extschema@.randflake_key) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_sequence(@extschema@.randflake_key) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.randflake_key_decode(@extschema@.randflake_key) IS
+'The second a randflake_key was made in, the node that made it and its sequence within that node and second: randflake_decode(id::bigint) without the cipher. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_key_timestamp(@extschema@.randflake_key) IS
+'The second a randflake_key was made in: randflake_key_decode(id).timestamp. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_key_node_id(@extschema@.randflake_key) IS
+'The node that made a randflake_key: randflake_key_decode(id).node_id. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION @extschema@.randflake_key_sequence(@extschema@.randflake_key) IS
+'A randflake_key''s sequence within its node and second: randflake_key_decode(id).sequence. EXECUTE is granted to no one by default.';
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_decode(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_timestamp(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_node_id(@extschema@.randflake_key) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_sequence(@extschema@.randflake_key) FROM PUBLIC;
 -- durable: a lease write counts only once the server holding the lease table shows it durable.
 -- PostgreSQL answers a commit whose wait for synchronous standbys was cancelled with a WARNING,
 -- and the cancel may come from anywhere (pg_cancel_backend on a coordinator's backend, a

@@ -128,8 +128,8 @@ def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
         assert by_key == sorted(by_key)
         # The plain value decodes like the public ID, and both generators draw from one sequence of IDs.
         decoded = conn.execute(
-            "SELECT randflake_decode(id) = randflake_decode(id::bigint),"
-            " randflake_decode(from_next) = randflake_decode(from_next::bigint) FROM made"
+            "SELECT randflake_key_decode(id) = randflake_decode(id::bigint),"
+            " randflake_key_decode(from_next) = randflake_decode(from_next::bigint) FROM made"
         ).fetchall()
         assert all(a and b for a, b in decoded)
         assert conn.execute("SELECT count(DISTINCT x) FROM (SELECT id FROM made UNION ALL SELECT from_next FROM made) s(x)"
@@ -140,14 +140,14 @@ def test_a_time_range_is_an_index_range_scan(shared_cluster):
     with shared_cluster.connect() as conn:
         keyed_table(conn, "timed", 3000)
         conn.execute("ANALYZE timed")
-        first, last = conn.execute("SELECT min(randflake_timestamp(id)), max(randflake_timestamp(id)) FROM timed").fetchone()
+        first, last = conn.execute("SELECT min(randflake_key_timestamp(id)), max(randflake_key_timestamp(id)) FROM timed").fetchone()
         conn.execute("SET enable_seqscan = off")
         condition = "id >= randflake_key_lowest(%s) AND id < randflake_key_lowest(%s::timestamptz + interval '1 second')"
         plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN SELECT count(*) FROM timed WHERE {condition}", (first, last)))
         assert "Index" in plan and "timed_pkey" in plan, plan
         assert conn.execute(f"SELECT count(*) FROM timed WHERE {condition}", (first, last)).fetchone() == (3000,)
         assert conn.execute(f"SELECT count(*) FROM timed WHERE {condition}", (first, first)).fetchone() == conn.execute(
-            "SELECT count(*) FROM timed WHERE randflake_timestamp(id) = %s", (first,)).fetchone()
+            "SELECT count(*) FROM timed WHERE randflake_key_timestamp(id) = %s", (first,)).fetchone()
         error = sql_error(conn, "SELECT randflake_key_lowest('2020-01-01')")
         assert error.sqlstate == "22008" and "1730000000" in error.diag.message_hint
 
@@ -178,6 +178,34 @@ def test_declarative_partitions_by_time_route_and_prune(shared_cluster):
         assert scanned == {today} or "Subplans Removed: 2" in plan, plan
 
 
+DECODERS = ("randflake_decode", "randflake_timestamp", "randflake_node_id", "randflake_sequence")
+
+
+def test_untyped_calls_to_the_decoders_keep_their_0_5_0_reading(shared_cluster):
+    """A decoder called with an untyped literal or parameter (as node-postgres sends every
+    parameter) decodes it as a bigint, as in 0.5.0: no decoder has a second, randflake_key
+    version that would make such a call ambiguous."""
+    with shared_cluster.connect() as conn:
+        id_ = conn.execute("SELECT randflake_next()").fetchone()[0]
+        for decoder in DECODERS:
+            expected = conn.execute(f"SELECT {decoder}(%s::bigint)", (id_,)).fetchall()
+            assert conn.execute(f"SELECT {decoder}('{id_}')").fetchall() == expected, decoder
+            # psycopg sends a str parameter untyped (OID 0), like node-postgres any parameter.
+            assert conn.execute(f"SELECT {decoder}(%s)", (str(id_),)).fetchall() == expected, decoder
+            assert conn.execute(f"SELECT {decoder}(12345)").fetchall() == conn.execute(
+                f"SELECT {decoder}(12345::bigint)").fetchall(), decoder
+        # No function of the extension has a randflake_key version beside another of its name
+        # and arity, where an untyped argument could not choose between them.
+        overloaded = conn.execute("""
+            SELECT p.proname, array_agg(p.oid::regprocedure::text)
+              FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                   JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+             WHERE e.extname = 'randflake_pg'
+             GROUP BY p.proname, p.pronargs
+            HAVING count(*) > 1 AND bool_or('randflake_key'::regtype = ANY (p.proargtypes))""").fetchall()
+        assert overloaded == []
+
+
 def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluster):
     with shared_cluster.connect() as conn:
         conn.execute("CREATE ROLE outsider_key LOGIN")
@@ -187,7 +215,8 @@ def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluste
         # What a plain role may do: read the public IDs, compare and look up.
         text = conn.execute("SELECT id::text FROM private ORDER BY id LIMIT 1").fetchone()[0]
         assert conn.execute("SELECT count(*) FROM private WHERE id = %s", (text,)).fetchone() == (1,)
-        for call in ("randflake_decode(id)", "randflake_timestamp(id)", "randflake_node_id(id)", "randflake_sequence(id)",
+        for call in ("randflake_key_decode(id)", "randflake_key_timestamp(id)", "randflake_key_node_id(id)",
+                     "randflake_key_sequence(id)", "randflake_decode(id::bigint)",
                      "randflake_key_hash(id)", "randflake_key_hash_extended(id, 0)", "randflake_key_lowest(now())",
                      "randflake_key_highest(now())"):
             error = sql_error(conn, f"SELECT {call} FROM private")
