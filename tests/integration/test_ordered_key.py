@@ -1,8 +1,8 @@
 """randflake_key: the plain value on disk, the encrypted ID everywhere an ID travels. Its text and
 binary forms against randflake_to_string() and bigint's, bad input, the casts and the plans they
 allow, the generator, time ranges, who may learn the plain value, a server without a secret,
-COPY, pg_dump/pg_restore, parallel workers, logical decoding through a walsender, and moving a
-bigint column to the type and back."""
+COPY, pg_dump/pg_restore, parallel workers, logical decoding through a walsender, logical
+replication in text and binary modes, and moving a bigint column to the type and back."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-from conftest import pg_config, sql_error
+from conftest import pg_config, sql_error, wait_for, write_server_file
 
 KEYED = "CREATE TABLE {name} (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text)"
 
@@ -343,6 +343,42 @@ def test_a_walsender_decodes_keys_as_their_public_ids(make_cluster, tmp_path):
     printed = sorted(line.split("id[public.randflake_key]:'")[1].split("'")[0] for line in changes.splitlines()
                      if "table public.decoded" in line)
     assert printed == expected, changes[:2000]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_logical_replication_carries_the_public_ids(make_cluster, binary):
+    """A subscriber with the same secret ends up with the publisher's keys: the initial copy
+    (COPY in text), inserts, updates and deletes found by their key, whether the walsender sends
+    each key as its canonical string or, with binary = true, as bigint's eight bytes."""
+    settings = ("wal_level = logical", "max_wal_senders = 4", "max_replication_slots = 4")
+    publisher, subscriber = make_cluster(*settings), make_cluster(*settings)
+    write_server_file(subscriber.dir / "randflake.key", publisher.key_hex + "\n")
+    for server in (publisher, subscriber):
+        server.start()
+        with server.connect() as conn:
+            conn.execute("CREATE EXTENSION randflake_pg")
+            conn.execute(KEYED.format(name="replicated"))
+    with publisher.connect() as conn:
+        conn.execute("INSERT INTO replicated (note) SELECT 'copied ' || n FROM generate_series(1, 300) n")
+        conn.execute("CREATE PUBLICATION keys FOR TABLE replicated")
+    with subscriber.connect() as conn:
+        conn.execute(f"CREATE SUBSCRIPTION keys CONNECTION 'host={publisher.dir} port={publisher.port} user=postgres"
+                     f" dbname=postgres' PUBLICATION keys WITH (binary = {str(binary).lower()})")
+        assert conn.execute("SELECT subbinary FROM pg_subscription WHERE subname = 'keys'").fetchone() == (binary,)
+    with publisher.connect() as conn:
+        conn.execute("INSERT INTO replicated (note) SELECT 'streamed ' || n FROM generate_series(1, 300) n")
+        # Updates and deletes name their row by the key, which the subscriber parses and finds.
+        conn.execute("UPDATE replicated SET note = note || ' updated' WHERE id IN"
+                     " (SELECT id FROM replicated ORDER BY id LIMIT 50)")
+        conn.execute("DELETE FROM replicated WHERE id IN (SELECT id FROM replicated ORDER BY id DESC LIMIT 20)")
+        rows = "SELECT id::text, id::bigint, note FROM replicated ORDER BY replicated.id"
+        expected = conn.execute(rows).fetchall()
+    assert len(expected) == 580
+    with subscriber.connect() as conn:
+        wait_for(lambda: conn.execute(rows).fetchall() == expected, 60, "the subscriber to catch up")
+        assert conn.execute("SELECT count(*) FROM replicated WHERE id::text = randflake_to_string(id::bigint)"
+                            ).fetchone() == (580,)
+        conn.execute("DROP SUBSCRIPTION keys")
 
 
 def test_alter_column_type_to_the_key_and_back_keeps_the_public_ids(shared_cluster):
