@@ -7,6 +7,8 @@ replication in text and binary modes, and moving a bigint column to the type and
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import struct
 import subprocess
 
@@ -16,6 +18,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from conftest import pg_config, sql_error, wait_for, write_server_file
+from dba_guide import block, run_sql
 
 KEYED = "CREATE TABLE {name} (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text)"
 
@@ -204,6 +207,61 @@ def test_untyped_calls_to_the_decoders_keep_their_0_5_0_reading(shared_cluster):
              GROUP BY p.proname, p.pronargs
             HAVING count(*) > 1 AND bool_or('randflake_key'::regtype = ANY (p.proargtypes))""").fetchall()
         assert overloaded == []
+
+
+def test_the_partition_maintenance_recipe_makes_days_ahead_and_detaches_old_ones(cluster):
+    """docs/ordered-keys.md's key-partitions blocks, run as written: partitions made ahead,
+    inserts routed, a range of the key pruned to its day, an old day detached, and a second run
+    changing nothing."""
+    run_sql(block("ordered-keys.md", "key-partitions"), {}, str(cluster.dir), cluster.port)
+    with cluster.connect() as conn:
+        conn.execute("SET timezone = 'UTC'")
+        # A day the retention has passed, as an earlier run would have left it.
+        conn.execute("""
+            DO $$ DECLARE day date := current_date - 40;
+            BEGIN
+                EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
+                               'events_' || to_char(day, 'YYYYMMDD'), randflake_key_lowest(day::timestamptz),
+                               randflake_key_lowest(day::timestamptz + interval '1 day'));
+            END $$""")
+        old = conn.execute("SELECT 'events_' || to_char(current_date - 40, 'YYYYMMDD')").fetchone()[0]
+        ahead = [row[0] for row in conn.execute(
+            "SELECT 'events_' || to_char(d, 'YYYYMMDD') FROM generate_series(current_date, current_date + 7,"
+            " interval '1 day') d ORDER BY d")]
+    attached = "SELECT array_agg(inhrelid::regclass::text ORDER BY inhrelid::regclass::text) FROM pg_inherits" \
+               " WHERE inhparent = 'events'::regclass"
+    for _ in range(2):
+        run_sql(block("ordered-keys.md", "key-partitions-maintain"), {}, str(cluster.dir), cluster.port)
+        with cluster.connect() as conn:
+            assert conn.execute(attached).fetchone()[0] == ahead
+            assert conn.execute("SELECT relispartition FROM pg_class WHERE relname = %s", (old,)).fetchone() == (False,)
+    with cluster.connect() as conn:
+        conn.execute("SET timezone = 'UTC'")
+        conn.execute("INSERT INTO events (note) SELECT 'e' FROM generate_series(1, 50)")
+        assert conn.execute("SELECT tableoid::regclass::text, count(*) FROM events GROUP BY 1").fetchall() == [
+            (ahead[0], 50)]
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF) SELECT * FROM events WHERE id >= randflake_key_lowest(current_date::timestamptz)"
+            " AND id < randflake_key_lowest(current_date + 1)"))
+        assert set(re.findall(r" on (events_\d{8})", plan)) == {ahead[0]}, plan
+        assert "Subplans Removed: 7" in plan, plan
+
+
+PARTMAN = pathlib.Path(pg_config("--sharedir")) / "extension" / "pg_partman.control"
+
+
+@pytest.mark.skipif(not PARTMAN.exists(), reason="no pg_partman here (Debian packages 4.7 for 15: postgresql-15-partman)")
+def test_pg_partman_refuses_a_randflake_key_control_column(shared_cluster):
+    """What docs/ordered-keys.md says of pg_partman: it manages date, timestamp and integer
+    control columns only. Should a later version accept the type, this test says so."""
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE SCHEMA partman")
+        conn.execute("CREATE EXTENSION pg_partman SCHEMA partman")
+        conn.execute("CREATE TABLE partman_events (id randflake_key NOT NULL DEFAULT randflake_next_key())"
+                     " PARTITION BY RANGE (id)")
+        error = sql_error(conn, "SELECT partman.create_parent('public.partman_events', 'id', 'native', 'daily')")
+        assert "only supports partitioning of data types that are integer or date/timestamp" in error.diag.message_primary
+        assert "randflake_key" in error.diag.message_primary
 
 
 def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluster):
