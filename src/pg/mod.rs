@@ -14,6 +14,7 @@ pub mod log_hook;
 pub mod message;
 pub mod parse_tree;
 pub mod shmem;
+mod sortsupport;
 pub mod statement;
 pub mod timeout;
 pub mod transaction;

@@ -139,6 +139,52 @@ def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
                             ).fetchone() == (600,)
 
 
+def test_sorts_and_index_builds_follow_the_key_order_through_the_sort_support(shared_cluster):
+    """The btree operator class has a sort support function, and what it sorts (abbreviated for a
+    first sort column, in full for a later one, ascending and descending; keys of several nodes
+    in one second, and keys past 2041 whose stored value has its top bit set, included) is in
+    the key order; amcheck finds the index that
+    CREATE INDEX built with it sound."""
+    with shared_cluster.connect() as conn:
+        support = conn.execute("""
+            SELECT p.amproc::regproc::text FROM pg_amproc p JOIN pg_opfamily f ON f.oid = p.amprocfamily
+             WHERE f.opfname = 'randflake_key_ops' AND f.opfmethod = (SELECT oid FROM pg_am WHERE amname = 'btree')
+               AND p.amprocnum = 2""").fetchall()
+        assert support == [("randflake_key_sortsupport",)]
+        conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        conn.execute("CREATE TABLE made_keys (id randflake_key NOT NULL)")
+        # Three backends, three nodes, taking turns: their keys of one second interleave in the
+        # key order, and are node by node in the order of the stored value.
+        others = [shared_cluster.connect() for _ in range(2)]
+        try:
+            for _ in range(20):
+                for session in (conn, *others):
+                    session.execute("INSERT INTO made_keys SELECT randflake_next_key() FROM generate_series(1, 200)")
+        finally:
+            for session in others:
+                session.close()
+        conn.execute("""
+            INSERT INTO made_keys SELECT randflake_key_lowest(t) FROM unnest(%(times)s::timestamptz[]) t
+            UNION ALL SELECT randflake_key_highest(t) FROM unnest(%(times)s::timestamptz[]) t""",
+                     {"times": ["2026-01-01", "2040-06-01", "2045-01-01", "2058-01-01"]})
+        assert conn.execute("SELECT count(DISTINCT randflake_key_node_id(id)) FROM made_keys").fetchone()[0] >= 3
+        conn.execute("CREATE TABLE sorted_keys AS SELECT id, row_number() OVER () AS n FROM"
+                     " (SELECT id FROM made_keys ORDER BY random()) shuffled")
+        conn.execute("CREATE INDEX sorted_keys_id ON sorted_keys (id)")
+        conn.execute("SELECT bt_index_check('sorted_keys_id', true)")
+        conn.execute("SET enable_indexscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+        by_parts = ("SELECT array_agg(s.n ORDER BY {first} d.timestamp {way}, d.sequence {way}, d.node_id {way})"
+                    " FROM sorted_keys s, randflake_key_decode(s.id) d")
+        by_key = "SELECT array_agg(n) FROM (SELECT n FROM sorted_keys ORDER BY {first} id {way}) s"
+        for first in ("", "n % 3,"):
+            for way in ("ASC", "DESC"):
+                expected = conn.execute(by_parts.format(first=first.replace("n", "s.n"), way=way)).fetchone()[0]
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + by_key.format(first=first, way=way)))
+                assert "Sort" in plan, plan
+                assert conn.execute(by_key.format(first=first, way=way)).fetchone()[0] == expected, (first, way)
+
+
 def test_a_time_range_is_an_index_range_scan(shared_cluster):
     with shared_cluster.connect() as conn:
         keyed_table(conn, "timed", 3000)
