@@ -51,7 +51,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit glue-unit lint pgtest server-tests installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom glue-unit lint pgtest server-tests installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -66,6 +66,7 @@ help:
 	@echo "                   PostgreSQL; a server running on the installed library meanwhile must come through unharmed"
 	@echo "make check         the fast loop (under a minute on a warm tree): formatting, the module rules, the pure crate's"
 	@echo "                   tests with the fleet simulation, and the extension's tests that need no server"
+	@echo "make loom          the model check of the shared-memory protocols (make test runs it)"
 	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, the module rules (make test runs it)"
 	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
 	@echo "                   suites after the first major)"
@@ -118,7 +119,7 @@ demo-fleet: install
 # it costs no build of its own): same postmaster, no crash.
 test: deps
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory unit glue-unit
+	$(MAKE) --no-print-directory unit glue-unit loom
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
@@ -152,14 +153,23 @@ check:
 	cargo fmt --all --check
 	$(MAKE) --no-print-directory unit glue-unit
 
-# The pure crate's tests, the fleet simulation among them; then the simulation again with the
-# keeper's durability rule switched off, where it must find a duplicate.
+# The pure crate's tests, the fleet and application lease simulations among them; then each
+# simulation again with its durability rule switched off, where it must find a duplicate.
 unit:
 	cargo test -p randflake --features serde
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
+	cargo test -p randflake --features fault-grant-uncertain-app-leases --test app_lease_simulation
+
+# The model check of the shared-memory protocols (randflake::shared) under loom, optimised (the
+# model runs the code thousands of times); then again with the sequence lock's reader weakened,
+# where it must find a torn read. Not in `unit`: its two optimised builds take longer than the
+# fast loop should (docs/development.md); `test` runs it.
+loom:
+	cargo test -p randflake --release --features loom --test shared_memory_model
+	cargo test -p randflake --release --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
 
 # The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
-# settings' checks, shared-memory boards, the error declarations against docs/errors.md.
+# settings' checks and the error declarations against docs/errors.md.
 glue-unit:
 	cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features -- --skip pg_tests::
 

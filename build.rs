@@ -25,10 +25,13 @@ fn main() {
          /// `USER_TIMEOUT`, the first `TimeoutId` an extension may register (utils/timeout.h).\n\
          pub const USER_TIMEOUT: i32 = {};\n\
          /// `AddinShmemInitLock`'s place in `MainLWLockArray` (storage/lwlocknames.h).\n\
-         pub const ADDIN_SHMEM_INIT_LOCK: usize = {};\n",
+         pub const ADDIN_SHMEM_INIT_LOCK: usize = {};\n\
+         /// `SyncRepLock`'s place in `MainLWLockArray` (storage/lwlocknames.h).\n\
+         pub const SYNC_REP_LOCK: usize = {};\n",
         position("STATEMENT_TIMEOUT"),
         position("USER_TIMEOUT"),
         main_lwlock_index(&lwlocknames_h, "AddinShmemInitLock"),
+        main_lwlock_index(&lwlocknames_h, "SyncRepLock"),
     );
     let out = Path::new(&env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("header_facts.rs");
     fs::write(out, facts).expect("OUT_DIR is writable");

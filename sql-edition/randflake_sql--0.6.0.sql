@@ -98,11 +98,13 @@ CREATE FUNCTION randflake.sparx_encrypt(keys bigint[], raw bigint) RETURNS bigin
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    x bigint := ((raw OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255);
-    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((raw OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255);
+    x bigint := ((raw OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 1095216660735);
     mix bigint;
     k integer := 1;
 BEGIN
+    x := (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32);
+    y := (y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 32);
     FOR step IN 1..8 LOOP
         FOR round IN 1..3 LOOP
             -- ARX: xor the round keys; left := rotl9(left) + right; right := rotl2(right) xor left.
@@ -118,8 +120,9 @@ BEGIN
     END LOOP;
     x := x OPERATOR(pg_catalog.#) keys[49];
     y := y OPERATOR(pg_catalog.#) keys[50];
-    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
-         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
+    x := ((x OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y := ((y OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    RETURN (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 48);
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_encrypt(bigint[], bigint) IS
@@ -129,11 +132,13 @@ CREATE FUNCTION randflake.sparx_decrypt(keys bigint[], id bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    x bigint := (((id OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[49];
-    y bigint := ((((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (((id OPERATOR(pg_catalog.>>) 48) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 56) OPERATOR(pg_catalog.&) 255)) OPERATOR(pg_catalog.#) keys[50];
+    x bigint := ((id OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y bigint := (((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 1095216660735);
     mix bigint;
     k integer := 47;
 BEGIN
+    x := ((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32)) OPERATOR(pg_catalog.#) keys[49];
+    y := ((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 32)) OPERATOR(pg_catalog.#) keys[50];
     FOR step IN 1..8 LOOP
         -- The linear layer inverted: mix := rotl8(c xor d); (a, b, c, d) := (c, d, a^c^mix, b^d^mix).
         mix := ((((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.>>) 8)) OPERATOR(pg_catalog.&) 65535;
@@ -148,8 +153,9 @@ BEGIN
             k := k OPERATOR(pg_catalog.-) 2;
         END LOOP;
     END LOOP;
-    RETURN ((x OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 40) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 16) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 24)
-         OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 40) OPERATOR(pg_catalog.|) (((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.&) 255) OPERATOR(pg_catalog.<<) 56);
+    x := ((x OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    y := ((y OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
+    RETURN (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 48);
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_decrypt(bigint[], bigint) IS
@@ -246,9 +252,14 @@ COMMENT ON COLUMN randflake.settings.app_node_id_min IS 'Lowest node randflake_l
 COMMENT ON COLUMN randflake.settings.app_node_id_max IS 'Highest node randflake_lease_acquire() leases to applications; NULL: no pool.';
 COMMENT ON COLUMN randflake.settings.max_nodes_per_call IS 'Most nodes one randflake_next() call moves through when their second is used up, before it fails instead of waiting.';
 
+CREATE SEQUENCE randflake.high_water AS bigint MINVALUE 0 START 0 NO CYCLE;
+REVOKE ALL ON SEQUENCE randflake.high_water FROM PUBLIC;
+COMMENT ON SEQUENCE randflake.high_water IS
+'The latest second (second - epoch) any node of this database has made IDs in: randflake_next() refuses earlier seconds, as the native extension refuses seconds behind the latest one its server used. Moved forward at most once a second per node.';
+
 CREATE FUNCTION randflake.node_record(node integer) RETURNS regclass
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
-RETURN pg_catalog.format('randflake.node_%s', node)::regclass;
+RETURN ('randflake.node_' OPERATOR(pg_catalog.||) node)::regclass;
 COMMENT ON FUNCTION randflake.node_record(integer) IS
 'The sequence that records what node has used: its value is (second - epoch) << 17 | sequence of the last ID taken, so nextval() hands out each (second, sequence) once, whatever rolls back or crashes.';
 REVOKE ALL ON FUNCTION randflake.node_record(integer) FROM PUBLIC;
@@ -274,7 +285,7 @@ BEGIN
                 pg_catalog.format('Node %s''s record of used seconds: (second - epoch) << 17 | sequence of its last ID.', node));
         END IF;
     END LOOP;
-    PERFORM randflake.revoke_default_privileges();
+    PERFORM randflake.revoke_default_privileges(only_sequences => true);
 END
 $$;
 COMMENT ON FUNCTION randflake.configure(integer, integer, integer, integer) IS
@@ -337,6 +348,31 @@ COMMENT ON FUNCTION randflake.claim_node(integer, integer, bigint) IS
 'Claims a node of the range for this session with a session-level advisory lock (released when the session ends), skipping nodes whose record is past the current second.';
 REVOKE ALL ON FUNCTION randflake.claim_node(integer, integer, bigint) FROM PUBLIC;
 
+CREATE FUNCTION randflake.raise_high_water(now_offset bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Only forward: read and write under a session-level lock held for just the two, not to the
+    -- end of the caller's transaction (which would hold every node's first ID of a second
+    -- behind it). A session that finds the lock taken leaves the work to its holder, which is
+    -- raising it to the same second, or one apart; nobody waits.
+    IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), -1) THEN
+        BEGIN
+            IF COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0) < now_offset THEN
+                PERFORM pg_catalog.setval('randflake.high_water', now_offset, true);
+            END IF;
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), -1);
+            RAISE;
+        END;
+        PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), -1);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION randflake.raise_high_water(bigint) IS
+'Moves randflake.high_water forward to second now_offset (second - epoch), never back: run by randflake_next() at the first ID of a second on a node.';
+REVOKE ALL ON FUNCTION randflake.raise_high_water(bigint) FROM PUBLIC;
+
 ----------------------------------------------------------------------------------------------------
 -- Generation.
 
@@ -348,18 +384,19 @@ DECLARE
     first_node integer;
     last_node integer;
     max_nodes integer;
-    -- The session's node, its record and a tag of the two (see below), kept between calls in
-    -- the setting randflake_sql.node as node/record/tag.
-    hint text[] := pg_catalog.string_to_array(pg_catalog.current_setting('randflake_sql.node', true), '/');
+    -- The session's node, kept between calls in the setting randflake_sql.node.
+    hint text := pg_catalog.current_setting('randflake_sql.node', true);
     node integer;
-    record oid;
     now_offset bigint;
     used bigint;
     moves integer := 0;
+    high_water bigint;
 BEGIN
-    SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call
-      INTO subkeys, first_node, last_node, max_nodes
-      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c
+    -- What this costs per call is mostly PL/pgSQL setting up each expression anew in every
+    -- transaction (docs/managed-postgresql.md#performance): few statements, few operators.
+    SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call, h.last_value
+      INTO subkeys, first_node, last_node, max_nodes, high_water
+      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c CROSS JOIN randflake.high_water AS h
      WHERE s.subkeys IS NOT NULL;
     IF NOT FOUND THEN
         PERFORM randflake.subkeys();  -- says which is missing, the secret ...
@@ -367,36 +404,43 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
     END IF;
+    -- The clock is read after the high water, which was set from readings made before it.
     now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
     IF now_offset < 0 OR now_offset > 1073741823 THEN
         PERFORM randflake.clock_second();  -- says why
     END IF;
+    IF now_offset < high_water THEN
+        RAISE EXCEPTION 'the system clock is % s behind second %, which this database has already used for IDs',
+            high_water - now_offset, high_water + randflake.epoch_second()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine.';
+    END IF;
     -- Any role may set randflake_sql.node, and a rollback or DISCARD undoes it: it is only a
-    -- hint. Its tag, a keyed hash under round keys of the secret, proves that the record is the
-    -- node's sequence (looking it up by name would cost more than the rest of the call); the
-    -- transaction-level lock below proves, for the rest of the transaction, that no other
-    -- session uses the node.
-    IF pg_catalog.cardinality(hint) = 3
-       AND hint[3] = pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || hint[1] || '/' || hint[2]) THEN
-        node := hint[1]::integer;
-        record := hint[2]::oid;
+    -- hint, naming a node of the range. The transaction-level lock below proves, for the rest
+    -- of the transaction, that no other session uses the node (a session that holds it by its
+    -- session-level lock makes the try fail), and the node's record is looked up by its name
+    -- in schema randflake, which only the owner writes.
+    IF hint ~ '^[0-9]{1,6}$' THEN
+        node := hint::integer;
     END IF;
     LOOP
         IF node IS NULL OR node < first_node OR node > last_node
            OR NOT pg_catalog.pg_try_advisory_xact_lock(randflake.lock_space(), node) THEN
             node := randflake.claim_node(first_node, last_node, now_offset);
             PERFORM pg_catalog.pg_advisory_xact_lock(randflake.lock_space(), node);
-            record := randflake.node_record(node);
-            PERFORM pg_catalog.set_config('randflake_sql.node', pg_catalog.concat_ws('/', node, record,
-                pg_catalog.md5(pg_catalog.array_to_string(subkeys[1:8], ',') || '/' || node || '/' || record)), false);
+            PERFORM pg_catalog.set_config('randflake_sql.node', node::text, false);
         END IF;
-        used := pg_catalog.nextval(record);
+        used := pg_catalog.nextval(randflake.node_record(node));
         IF used >> 17 = now_offset THEN
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 131071));
         ELSIF used >> 17 < now_offset THEN
             -- First ID of this second on the node: move its record to (second, 0). Only the
-            -- holder of the node's lock ever moves it, and only forward.
-            PERFORM pg_catalog.setval(record, now_offset << 17, true);
+            -- holder of the node's lock ever moves it, and only forward. The database's high
+            -- water goes first, so that it is never behind a second a node used.
+            IF now_offset > high_water THEN
+                PERFORM randflake.raise_high_water(now_offset);
+            END IF;
+            PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 17, true);
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
         ELSIF used = (now_offset + 1) << 17 AND moves < max_nodes THEN
             -- The node's 131072 IDs of this second are used up: move to another node now
@@ -543,7 +587,7 @@ RETURNS TABLE (node_source text, state text, first_node integer, last_node integ
                lease_start timestamp with time zone, lease_end timestamp with time zone,
                issuable_through timestamp with time zone, renewed_at timestamp with time zone,
                nodes_in_use integer, nodes_free integer, node_switches bigint, clock_refusals bigint,
-               lease_refusals bigint, keeper_pid integer)
+               lease_refusals bigint, keeper_pid integer, keeper_ticks bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -606,15 +650,33 @@ COMMENT ON COLUMN randflake.node_leases.lease_end IS 'Last second (Unix time) of
 COMMENT ON COLUMN randflake.node_leases.used_through IS 'The last second the holder may have used: the lease''s end.';
 COMMENT ON COLUMN randflake.node_leases.renewed_at IS 'When the lease was last written.';
 
-CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_first integer, OUT pool_last integer,
-                                     OUT stored_holder text, OUT now_second bigint)
+CREATE FUNCTION randflake.refuse_unless_own_transaction(procedure text) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- A lease counts once committed, and durably. Unlike the native function this one cannot
-    -- tell a transaction block from autocommit (no SQL function can): callers must use
-    -- autocommit, as docs/managed-postgresql.md says.
-    PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    -- The procedure returns a lease only once it committed it itself, and its COMMIT must not
+    -- commit what other statements wrote: after the writes of earlier statements of a pipeline
+    -- (the extended protocol runs them in one transaction until a Sync) it refuses, before it
+    -- changes anything. Inside BEGIN ... COMMIT, in a query string of several statements or
+    -- from a function, PostgreSQL runs the CALL atomically: the COMMIT that follows this check
+    -- fails there (2D000), before the procedure writes anything. No SQL function can tell those
+    -- apart from autocommit beforehand (statement_timestamp() moves with each protocol message).
+    IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'CALL %() would commit what the statements before it wrote in this transaction', procedure
+            USING ERRCODE = 'active_sql_transaction',
+                  HINT = 'Send the CALL as a statement of its own in autocommit mode; in a pipeline, end the statements before it with a Sync (psycopg: pipeline.sync()), so that the CALL starts a transaction of its own.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION randflake.refuse_unless_own_transaction(text) IS
+'Raises 25001 if the transaction has written: what the randflake_lease_* procedures check before their first COMMIT, which must not commit other statements'' writes.';
+REVOKE ALL ON FUNCTION randflake.refuse_unless_own_transaction(text) FROM PUBLIC;
+
+CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_first integer,
+                                     OUT pool_last integer, OUT stored_holder text, OUT now_second bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     SELECT c.app_node_id_min, c.app_node_id_max INTO pool_first, pool_last FROM randflake.settings AS c;
     IF pool_first IS NULL THEN
         RAISE EXCEPTION 'no application pool is configured'
@@ -638,18 +700,24 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION randflake.lease_call(text, integer) IS
-'What every randflake_lease_* call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
+'What every application lease call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
 REVOKE ALL ON FUNCTION randflake.lease_call(text, integer) FROM PUBLIC;
 
-CREATE FUNCTION public.randflake_lease_acquire(holder text, seconds integer DEFAULT 600)
-RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
+-- The writes, as SECURITY DEFINER functions of the owner (only they write randflake.node_leases).
+-- The public procedures below call them and commit: a procedure that is SECURITY DEFINER or has a
+-- SET clause may not commit, so the procedures run as their caller, resolve nothing through the
+-- caller's search_path (every name is qualified) and do nothing else.
+
+CREATE FUNCTION randflake.lease_acquire(holder text, seconds integer,
+                                        OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     call record;
 BEGIN
     SELECT * INTO call FROM randflake.lease_call(holder, seconds);
-    -- One acquirer at a time, so that two never pick the same node.
+    -- One acquirer at a time, so that two never pick the same node; the procedure's commit
+    -- releases the lock before the lease is returned.
     LOCK TABLE randflake.node_leases IN SHARE ROW EXCLUSIVE MODE;
     SELECT n INTO node_id
       FROM pg_catalog.generate_series(call.pool_first, call.pool_last) AS n
@@ -657,9 +725,10 @@ BEGIN
                         WHERE l.first_node <= n AND l.last_node >= n AND l.lease_end >= call.now_second)
      ORDER BY n LIMIT 1;
     IF node_id IS NULL THEN
-        RAISE EXCEPTION 'every node of the application pool %..% is leased', call.pool_first, call.pool_last
+        RAISE EXCEPTION 'no free node in the application pool: all % nodes of %..% are leased',
+            call.pool_last - call.pool_first + 1, call.pool_first, call.pool_last
             USING ERRCODE = 'configuration_limit_exceeded',
-                  HINT = 'Release leases at shutdown, or widen the pool with randflake.configure().';
+                  HINT = 'Release leases no longer used, lease for fewer seconds, or widen the pool with randflake.configure().';
     END IF;
     lease_start := call.now_second;
     lease_end_exclusive := call.now_second + seconds;
@@ -667,15 +736,14 @@ BEGIN
            (first_node, last_node, holder, server_name, lease_start, lease_end, used_through)
     VALUES (node_id, node_id, 'app/' || call.stored_holder, pg_catalog.current_database(),
             lease_start, lease_end_exclusive - 1, lease_end_exclusive - 1);
-    RETURN NEXT;
 END
 $$;
-COMMENT ON FUNCTION public.randflake_lease_acquire(text, integer) IS
-'Leases a free node of the application pool to holder for seconds from now (default 600, at least 1): returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive). The holder is kept under the session''s role; the lease counts once committed: call it in autocommit mode. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION randflake.lease_acquire(text, integer) IS
+'The write of CALL randflake_lease_acquire(): leases a free node of the application pool, uncommitted.';
 
-CREATE FUNCTION randflake.lease_extend(holder text, node integer, seconds integer)
-RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+CREATE FUNCTION randflake.lease_extend(holder text, node integer, seconds integer,
+                                       OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     call record;
@@ -688,25 +756,16 @@ BEGIN
      WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second
     RETURNING l.first_node, l.lease_start, l.lease_end + 1 INTO node_id, lease_start, lease_end_exclusive;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'node % has no live lease of holder %', node, pg_catalog.quote_literal(holder)
+        RAISE EXCEPTION 'holder "%" holds no live lease of node %', pg_catalog.left(holder, 40), node
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'The lease ended or was never this holder''s: stop issuing IDs with that node and acquire a new lease.';
+                  HINT = 'The lease ended or was never this holder''s under this role: stop issuing IDs with that node and acquire a new lease.';
     END IF;
-    RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION randflake.lease_extend(text, integer, integer) IS
-'The body of randflake_lease_extend(), whose argument node_id PL/pgSQL could not tell from its result column of that name.';
-REVOKE ALL ON FUNCTION randflake.lease_extend(text, integer, integer) FROM PUBLIC;
+'The write of CALL randflake_lease_extend(): moves the end of the holder''s live lease, uncommitted.';
 
-CREATE FUNCTION public.randflake_lease_extend(holder text, node_id integer, seconds integer DEFAULT 600)
-RETURNS TABLE (node_id integer, lease_start bigint, lease_end_exclusive bigint)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS 'SELECT * FROM randflake.lease_extend($1, $2, $3)';
-COMMENT ON FUNCTION public.randflake_lease_extend(text, integer, integer) IS
-'Moves the end of holder''s live lease of node_id to seconds from now (never earlier), keeping its node and start: the reference ports'' extend_lease. Fails once the lease has ended; the application must then stop issuing with that node. EXECUTE is granted to no one by default.';
-
-CREATE FUNCTION public.randflake_lease_release(holder text, node_id integer) RETURNS boolean
+CREATE FUNCTION randflake.lease_release(holder text, node integer, OUT released boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -720,21 +779,105 @@ BEGIN
            lease_end = LEAST(l.lease_end, GREATEST(l.lease_start, call.now_second + 60)),
            used_through = LEAST(l.lease_end, GREATEST(l.lease_start, call.now_second + 60)),
            renewed_at = pg_catalog.now()
-     WHERE l.first_node = node_id AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second;
-    RETURN FOUND;
+     WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second;
+    released := FOUND;
+    IF NOT released AND NOT EXISTS (SELECT FROM randflake.node_leases AS l
+                                     WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder) THEN
+        RAISE EXCEPTION 'holder "%" holds no lease of node %', pg_catalog.left(holder, 40), node
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'A holder extends or releases only what randflake_lease_acquire() gave it, under the same role; acquire a new lease.';
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION public.randflake_lease_release(text, integer) IS
-'Gives holder''s lease of node_id back: the node is leased again only after the seconds its holder may have used, with a minute''s allowance for an application clock running ahead of the server''s. Returns false if the lease had already ended. EXECUTE is granted to no one by default.';
+COMMENT ON FUNCTION randflake.lease_release(text, integer) IS
+'The write of CALL randflake_lease_release(): gives the holder''s lease back, uncommitted; false if it had already ended.';
 
-REVOKE ALL ON FUNCTION public.randflake_lease_acquire(text, integer), public.randflake_lease_extend(text, integer, integer),
-    public.randflake_lease_release(text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION randflake.lease_acquire(text, integer), randflake.lease_extend(text, integer, integer),
+    randflake.lease_release(text, integer) FROM PUBLIC;
+
+CREATE PROCEDURE public.randflake_lease_acquire(holder text, seconds integer,
+    OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM randflake.refuse_unless_own_transaction('randflake_lease_acquire');
+    COMMIT;
+    SELECT l.node_id, l.lease_start, l.lease_end_exclusive INTO node_id, lease_start, lease_end_exclusive
+      FROM randflake.lease_acquire(holder, seconds) AS l;
+    CALL randflake.commit_durably();
+END
+$$;
+COMMENT ON PROCEDURE public.randflake_lease_acquire(text, integer) IS
+'CALL randflake_lease_acquire(holder, seconds, NULL, NULL, NULL): leases a free node of the application pool to holder for seconds from now (at least 1) and returns node_id, lease_start and lease_end_exclusive in Unix seconds, the window to pass to a Randflake port''s Lease(node_id, start, end_exclusive), once it committed it with synchronous_commit at least on. The holder is kept under the session''s role. It must be a statement of its own in autocommit mode. EXECUTE is granted to no one by default: randflake.grant_application_leases(role).';
+
+-- Its second argument is unnamed: PL/pgSQL refuses an argument and an OUT parameter of one name.
+CREATE PROCEDURE public.randflake_lease_extend(holder text, integer, seconds integer,
+    OUT node_id integer, OUT lease_start bigint, OUT lease_end_exclusive bigint)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM randflake.refuse_unless_own_transaction('randflake_lease_extend');
+    COMMIT;
+    SELECT l.node_id, l.lease_start, l.lease_end_exclusive INTO node_id, lease_start, lease_end_exclusive
+      FROM randflake.lease_extend(holder, $2, seconds) AS l;
+    CALL randflake.commit_durably();
+END
+$$;
+COMMENT ON PROCEDURE public.randflake_lease_extend(text, integer, integer) IS
+'CALL randflake_lease_extend(holder, node_id, seconds, NULL, NULL, NULL): moves the end of holder''s live lease of node_id to seconds from now (never earlier), keeping its node and start (the ports'' extend_lease), and returns the window once committed. Fails once the lease has ended; the application must then stop issuing with that node. It must be a statement of its own in autocommit mode. EXECUTE is granted to no one by default.';
+
+CREATE PROCEDURE public.randflake_lease_release(holder text, node_id integer, OUT released boolean)
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM randflake.refuse_unless_own_transaction('randflake_lease_release');
+    COMMIT;
+    released := randflake.lease_release(holder, node_id);
+    CALL randflake.commit_durably();
+END
+$$;
+COMMENT ON PROCEDURE public.randflake_lease_release(text, integer) IS
+'CALL randflake_lease_release(holder, node_id, NULL): gives holder''s lease of node_id back (the node is leased again only after the seconds its holder may have used, plus a minute for an application clock ahead of the server''s); released is false if the lease had already ended. It must be a statement of its own in autocommit mode. EXECUTE is granted to no one by default.';
+
+CREATE PROCEDURE randflake.commit_durably()
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    -- At least synchronous_commit = on (remote_flush where synchronous standbys are named), whatever
+    -- the session, role or database set: off, local and remote_write are raised to it.
+    IF pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) ANY ('{off,local,remote_write}'::text[]) THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+    COMMIT;
+END
+$$;
+COMMENT ON PROCEDURE randflake.commit_durably() IS
+'Commits the application lease procedures'' transaction with synchronous_commit at least on. It runs as its caller and resolves nothing through the search_path.';
+REVOKE ALL ON PROCEDURE public.randflake_lease_acquire(text, integer), public.randflake_lease_extend(text, integer, integer),
+    public.randflake_lease_release(text, integer), randflake.commit_durably() FROM PUBLIC;
+
+CREATE FUNCTION randflake.grant_application_leases(grantee regrole) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The procedures run as their caller, who therefore needs the writes and the commit too.
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA randflake TO %I', grantee);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON PROCEDURE public.randflake_lease_acquire(text, integer), '
+        'public.randflake_lease_extend(text, integer, integer), public.randflake_lease_release(text, integer), '
+        'randflake.commit_durably() TO %I', grantee);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION randflake.refuse_unless_own_transaction(text), randflake.lease_acquire(text, integer), '
+        'randflake.lease_extend(text, integer, integer), randflake.lease_release(text, integer) TO %I', grantee);
+END
+$$;
+COMMENT ON FUNCTION randflake.grant_application_leases(regrole) IS
+'Lets a role lease nodes to its processes: EXECUTE on the three randflake_lease_* procedures and on what they call as that role. Run as the owner.';
+REVOKE ALL ON FUNCTION randflake.grant_application_leases(regrole) FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
 -- Last: take back whatever the owner's ALTER DEFAULT PRIVILEGES granted on the objects above, so
 -- that the secret, the records and decoding stay the owner's alone.
 
-CREATE FUNCTION randflake.revoke_default_privileges() RETURNS void
+CREATE FUNCTION randflake.revoke_default_privileges(only_sequences boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -746,11 +889,13 @@ BEGIN
                c.relacl AS acl, c.relowner AS owner
           FROM pg_catalog.pg_class AS c
          WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind IN ('r', 'S')
+           AND (c.relkind = 'S' OR NOT only_sequences)
         UNION ALL
-        SELECT pg_catalog.format('FUNCTION %s', p.oid::regprocedure), p.proacl, p.proowner
+        SELECT pg_catalog.format('ROUTINE %s', p.oid::regprocedure), p.proacl, p.proowner
           FROM pg_catalog.pg_proc AS p
-         WHERE p.pronamespace = 'randflake'::regnamespace
-            OR (p.pronamespace = 'public'::regnamespace AND p.proname ~~ 'randflake\_%')
+         WHERE (p.pronamespace = 'randflake'::regnamespace
+                OR (p.pronamespace = 'public'::regnamespace AND p.proname ~~ 'randflake\_%'))
+           AND NOT only_sequences
     LOOP
         FOR privilege IN
             SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(object.acl) AS a
@@ -762,8 +907,8 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION randflake.revoke_default_privileges() IS
-'Takes from every object of randflake_sql each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each. The script ends by calling it, and randflake.configure() after creating node records.';
-REVOKE ALL ON FUNCTION randflake.revoke_default_privileges() FROM PUBLIC;
+COMMENT ON FUNCTION randflake.revoke_default_privileges(boolean) IS
+'Takes from every object of randflake_sql (or only from its sequences, the node records) each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each. The script ends by calling it; randflake.configure() calls it for the records it creates, leaving the owner''s own grants on the routines alone.';
+REVOKE ALL ON FUNCTION randflake.revoke_default_privileges(boolean) FROM PUBLIC;
 
 SELECT randflake.revoke_default_privileges();

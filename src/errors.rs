@@ -345,9 +345,9 @@ declare_errors! {
     /// An application lease function was called inside an explicit transaction block.
     AppLeaseInTransaction { function: &'static str } {
         sqlstate: ERRCODE_ACTIVE_SQL_TRANSACTION,
-        when: "an application lease function inside `BEGIN … COMMIT`",
-        message: format!("{function}() must run in a transaction of its own, not inside a transaction block"),
-        hint: "Call it in autocommit mode. A lease counts only once committed: inside a transaction block, a later rollback would take back a lease the application already uses.",
+        when: "`CALL` of an application lease procedure inside `BEGIN … COMMIT`, in a query string of several statements, or from a function",
+        message: format!("CALL {function}() must be a statement of its own: it commits its own transaction"),
+        hint: "Send the CALL as a statement of its own, in autocommit mode: not inside BEGIN … COMMIT, not with other statements in one query string, not from a function. A lease is returned only once its commit is durable, which a transaction the procedure does not end could still take back.",
         examples: [{ function: "randflake_lease_acquire" }],
     }
     /// A NULL argument to an application lease function.
@@ -385,7 +385,7 @@ declare_errors! {
     /// The holder holds no lease of that node.
     AppLeaseNotHeld { node: i32, holder: String } {
         sqlstate: ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        when: "extend or release of a node the holder (under the calling role) never leased",
+        when: "extend or release of a node the holder (under the calling role) never leased, or already released (a second release)",
         message: format!("holder \"{}\" holds no lease of node {node}", quoted_excerpt(holder)),
         hint: "A holder extends or releases only what randflake_lease_acquire() gave it, under the same role; acquire a new lease.",
         examples: [{ node: 201, holder: "worker-1".into() }],
@@ -430,6 +430,58 @@ declare_errors! {
         message: format!("no Randflake ID is made in Unix second {unix_second}"),
         hint: format!("Randflake IDs carry Unix seconds {} to {MAX_SECOND}. For a range open at one end, leave that bound out of the condition (or use MINVALUE or MAXVALUE in a partition bound).", randflake::EPOCH_SECOND),
         examples: [{ unix_second: 1_700_000_000 }],
+    }
+    /// An application lease procedure called in a transaction that had already written.
+    AppLeaseAfterWrites { function: &'static str } {
+        sqlstate: ERRCODE_ACTIVE_SQL_TRANSACTION,
+        when: "`CALL` of an application lease procedure after statements that wrote in the same transaction: a pipeline or batch without a Sync between them",
+        message: format!("CALL {function}() would commit what the statements before it wrote in this transaction"),
+        hint: "End the statements before it with a Sync (psycopg: conn.pipeline() blocks, pipeline.sync(); pgx and JDBC: a batch of its own), so that the CALL starts a transaction of its own.",
+        examples: [{ function: "randflake_lease_acquire" }],
+    }
+    /// The commit of an application lease's write has no evidence of being durable.
+    AppLeaseUnconfirmed { function: &'static str, node: u32, consequence: &'static str } {
+        sqlstate: ERRCODE_T_R_STATEMENT_COMPLETION_UNKNOWN,
+        when: "the wait of an application lease procedure's commit for the synchronous standbys was cut short (a cancel, `statement_timeout`), so the commit may be lost in a failover",
+        message: format!(
+            "{function}() committed its write of node {node} only locally: no synchronous standby confirmed it, so it is not returned"
+        ),
+        hint: format!(
+            "{consequence} Check that the synchronous standbys named by synchronous_standby_names are connected and replaying, then call again."
+        ),
+        examples: [
+            {
+                function: "randflake_lease_acquire",
+                node: 201,
+                consequence: "Do not issue IDs with this node: the window its commit recorded keeps it from others until it ends.",
+            },
+            {
+                function: "randflake_lease_release",
+                node: 201,
+                consequence: "Whether the release counts is unknown: stop issuing IDs with this node anyway, as after any release.",
+            },
+        ],
+    }
+    /// A function of 0.5.0's application lease API, now a procedure.
+    AppLeaseIsProcedure { function: &'static str, call: &'static str } {
+        sqlstate: ERRCODE_FEATURE_NOT_SUPPORTED,
+        when: "an application lease function of 0.5.0, in a database where `ALTER EXTENSION randflake_pg UPDATE` has not run since the library was upgraded",
+        message: format!("{function}() is a procedure since randflake_pg 0.6.0: a function could return a lease that is then rolled back or lost"),
+        hint: format!("Run ALTER EXTENSION randflake_pg UPDATE in this database, then use {call}, alone in autocommit mode; its OUT parameters come back as a row (pass NULL for them)."),
+        examples: [{
+            function: "randflake_lease_acquire",
+            call: "CALL randflake_lease_acquire(holder, seconds, NULL, NULL, NULL)",
+        }],
+    }
+    /// Application leases on a fleet member, where no evidence of the coordinator's commit is available.
+    AppLeaseInFleet { function: &'static str } {
+        sqlstate: ERRCODE_FEATURE_NOT_SUPPORTED,
+        when: "an application lease procedure on a fleet member (`randflake.node_source = fleet`)",
+        message: format!(
+            "{function}() cannot run on a fleet member: it has no evidence that the coordinator's commit of a lease is durable"
+        ),
+        hint: "Lease application nodes from a server in range mode with an application pool outside every member's nodes: a member cannot yet confirm that the coordinator's commits are durable.",
+        examples: [{ function: "randflake_lease_acquire" }],
     }
 }
 
@@ -539,10 +591,16 @@ mod tests {
         assert_eq!((date.as_str(), time.as_str()), ("2058-11-05", "17:10:23"));
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut files = vec![root.join("README.md"), root.join("src/errors.rs"), root.join("randflake/README.md")];
-        for dir in ["docs", "randflake/src"] {
-            files.extend(
-                std::fs::read_dir(root.join(dir)).expect("the directory exists").map(|entry| entry.unwrap().path()),
-            );
+        // Every file under these directories, however deep.
+        let mut dirs = vec![root.join("docs"), root.join("randflake/src")];
+        while let Some(dir) = dirs.pop() {
+            for path in std::fs::read_dir(dir).expect("the directory exists").map(|entry| entry.unwrap().path()) {
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
         }
         let year = &date[..5];
         let mut named = 0;

@@ -1,8 +1,8 @@
 //! Every SQL-callable function of randflake_pg. Their SQL comments and grants are in
 //! `sql/comments_and_grants_0.1.0.sql` and the upgrade scripts after it.
 //!
-//! `randflake_next()`'s entry point is the one piece of hand-written `unsafe` outside `pg`,
-//! allowed item by item below, for the reason given on it.
+//! The entry points of `randflake_next()` and of the application lease procedures are the only
+//! hand-written `unsafe` outside `pg`, allowed item by item below, for the reasons given on them.
 #![deny(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -13,6 +13,7 @@ use randflake::{codec, ordered, Parts};
 use crate::errors::Error;
 use crate::generation::Output;
 use crate::pg::message;
+use crate::pg::procedure::{Call, Out};
 use crate::shmem::node_table;
 use crate::{app_leases, generation, secret, status};
 
@@ -138,10 +139,11 @@ fn randflake_key_sequence(key: i64) -> i32 {
 }
 
 /// This server's lease and what generation has met since start-up: one row, for monitoring.
-/// EXECUTE is granted to pg_monitor only.
+/// EXECUTE is granted to pg_monitor only. Declared by the upgrade scripts (0.2.0's, and 0.6.0's,
+/// which added `keeper_ticks`): a column cannot be added by CREATE OR REPLACE.
 // pgrx reads the column names from the signature itself, so the row type cannot be an alias.
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
 fn randflake_status() -> TableIterator<
     'static,
     (
@@ -159,6 +161,7 @@ fn randflake_status() -> TableIterator<
         name!(clock_refusals, i64),
         name!(lease_refusals, i64),
         name!(keeper_pid, Option<i32>),
+        name!(keeper_ticks, i64),
     ),
 > {
     let status = status::current();
@@ -179,6 +182,7 @@ fn randflake_status() -> TableIterator<
         status.clock_refusals as i64,
         status.lease_refusals as i64,
         status.keeper_pid,
+        status.keeper_ticks as i64,
     ))
 }
 
@@ -315,24 +319,26 @@ fn key_of_second(at: TimestampWithTimeZone, bound: fn(u64) -> Result<u64, randfl
         .unwrap_or_else(|| Error::TimestampOutsideIds { unix_second: second }.raise()) as i64
 }
 
-/// A node of the application pool, leased to `holder` for `seconds` from now: the window to pass
-/// to a Randflake port's `Lease(node_id, start, end_exclusive)`. EXECUTE is granted to nobody
-/// by default.
-///
-/// This function and the other application lease functions run SQL as the keeper's role (a
-/// superuser by default) in the caller's session, so their search_path is pinned: otherwise an
-/// operator the caller puts in a schema of its own, ahead of pg_catalog, would run with the
-/// keeper's rights.
+/// 0.5.0's application lease functions. A function cannot commit, so they returned a lease whose
+/// transaction the caller could still roll back (or lose, uncommitted, in a pipeline); 0.6.0
+/// replaces them with the procedures below, of the same names. Their entry points remain for
+/// the 0.4.0 to 0.5.0 script, and for a database still at 0.5.0 under this library, where they
+/// refuse, naming the update and the CALL to use.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn randflake_lease_acquire(
     holder: Option<&str>,
     seconds: default!(Option<i32>, 600),
 ) -> TableIterator<'static, (name!(node_id, i32), name!(lease_start, i64), name!(lease_end_exclusive, i64))> {
-    window_row(app_leases::acquire(holder, seconds))
+    let _ = (holder, seconds);
+    Error::AppLeaseIsProcedure {
+        function: "randflake_lease_acquire",
+        call: "CALL randflake_lease_acquire(holder, seconds, NULL, NULL, NULL)",
+    }
+    .raise()
 }
 
-/// `holder`'s lease of `node_id`, its end moved to `seconds` from now (never earlier).
+/// See [`randflake_lease_acquire`].
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn randflake_lease_extend(
@@ -340,24 +346,112 @@ fn randflake_lease_extend(
     node_id: Option<i32>,
     seconds: default!(Option<i32>, 600),
 ) -> TableIterator<'static, (name!(node_id, i32), name!(lease_start, i64), name!(lease_end_exclusive, i64))> {
-    window_row(app_leases::extend(holder, node_id, seconds))
+    let _ = (holder, node_id, seconds);
+    Error::AppLeaseIsProcedure {
+        function: "randflake_lease_extend",
+        call: "CALL randflake_lease_extend(holder, node_id, seconds, NULL, NULL, NULL)",
+    }
+    .raise()
 }
 
-/// Gives `holder`'s lease of `node_id` back; false if it had already ended.
+/// See [`randflake_lease_acquire`].
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
-    app_leases::release(holder, node_id)
+    let _ = (holder, node_id);
+    Error::AppLeaseIsProcedure {
+        function: "randflake_lease_release",
+        call: "CALL randflake_lease_release(holder, node_id, NULL)",
+    }
+    .raise()
 }
 
-fn window_row(
-    window: randflake::app_lease::AppWindow,
-) -> TableIterator<'static, (name!(node_id, i32), name!(lease_start, i64), name!(lease_end_exclusive, i64))> {
-    TableIterator::once((window.node as i32, window.start as i64, window.end_exclusive as i64))
+/// `CALL randflake_lease_acquire(holder, seconds, OUT node_id, OUT lease_start, OUT
+/// lease_end_exclusive)`: a node of the application pool, leased to `holder` for `seconds` from
+/// now, returned once its commit is durable: the window to pass to a Randflake port's
+/// `Lease(node_id, start, end_exclusive)`. EXECUTE is granted to nobody by default.
+///
+/// The three procedures are C procedures declared by hand in sql/randflake_pg--0.5.0--0.6.0.sql
+/// (pgrx declares functions only, and a function cannot commit). Each entry point is `unsafe`
+/// for one reason, allowed item by item: PostgreSQL's function manager calls it with its call
+/// information, which `pg::procedure::Call` then reads safely; pgrx's guard turns any error or
+/// panic into an ERROR.
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, for a CALL of the procedure.
+#[allow(unsafe_code)]
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn randflake_lease_acquire_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let call = unsafe { Call::new(fcinfo) };
+    let window = app_leases::acquire(&call, call.text(0).as_deref(), call.int4(1));
+    call.returning(&window_row(window))
+}
+
+/// `CALL randflake_lease_extend(holder, node_id, seconds, OUT node_id, OUT lease_start, OUT
+/// lease_end_exclusive)`: `holder`'s lease of `node_id`, its end moved to `seconds` from now
+/// (never earlier), returned once durable.
+///
+/// # Safety
+///
+/// As for [`randflake_lease_acquire_procedure`].
+#[allow(unsafe_code)]
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn randflake_lease_extend_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let call = unsafe { Call::new(fcinfo) };
+    let window = app_leases::extend(&call, call.text(0).as_deref(), call.int4(1), call.int4(2));
+    call.returning(&window_row(window))
+}
+
+/// `CALL randflake_lease_release(holder, node_id, OUT released)`: gives `holder`'s lease of
+/// `node_id` back; true once the release is durable, false if the lease had already ended.
+///
+/// # Safety
+///
+/// As for [`randflake_lease_acquire_procedure`].
+#[allow(unsafe_code)]
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn randflake_lease_release_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let call = unsafe { Call::new(fcinfo) };
+    let released = app_leases::release(&call, call.text(0).as_deref(), call.int4(1));
+    call.returning(&[Out::Bool(released)])
+}
+
+/// Tells PostgreSQL that the procedures' entry points use the version-1 calling convention.
+const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+
+#[allow(unsafe_code)]
+#[no_mangle]
+pub extern "C" fn pg_finfo_randflake_lease_acquire_procedure() -> &'static pg_sys::Pg_finfo_record {
+    &VERSION_1
+}
+
+#[allow(unsafe_code)]
+#[no_mangle]
+pub extern "C" fn pg_finfo_randflake_lease_extend_procedure() -> &'static pg_sys::Pg_finfo_record {
+    &VERSION_1
+}
+
+#[allow(unsafe_code)]
+#[no_mangle]
+pub extern "C" fn pg_finfo_randflake_lease_release_procedure() -> &'static pg_sys::Pg_finfo_record {
+    &VERSION_1
+}
+
+/// A window as the procedures' OUT row: node_id, lease_start, lease_end_exclusive.
+fn window_row(window: randflake::app_lease::AppWindow) -> [Out; 3] {
+    [Out::Int4(window.node as i32), Out::Int8(window.start as i64), Out::Int8(window.end_exclusive as i64)]
 }
 
 /// The application pool, for monitoring: its nodes, the leases held, the nodes free now, and
-/// the soonest end of a held lease. No row without a pool, or outside randflake.database.
+/// the soonest end of a held lease. No row without a pool, outside randflake.database, or on a
+/// fleet member (which leases no application nodes).
 /// EXECUTE is granted to pg_monitor only.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]

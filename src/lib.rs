@@ -43,7 +43,7 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.1.0--0.2.0.sql",
     name = "upgrade_to_0_2_0",
-    requires = ["comments_and_grants_0_1_0", functions::randflake_status]
+    requires = ["comments_and_grants_0_1_0"]
 );
 pgrx::extension_sql_file!(
     "../sql/randflake_pg--0.2.0--0.3.0.sql",

@@ -18,6 +18,7 @@ pub struct Status {
     pub clock_refusals: u64,
     pub lease_refusals: u64,
     pub keeper_pid: Option<i32>,
+    pub keeper_ticks: u64,
 }
 
 pub fn current() -> Status {
@@ -54,5 +55,6 @@ pub fn current() -> Status {
         clock_refusals,
         lease_refusals,
         keeper_pid: (keeper.pid != 0).then_some(keeper.pid),
+        keeper_ticks: keeper_report::ticks(),
     }
 }

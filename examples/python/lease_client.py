@@ -21,7 +21,7 @@ as randflake_next()'s and never collide with them, nor with other applications' 
 What the DBA grants the application's role (leases are kept under the role's name, and called in
 randflake.database, in autocommit mode):
 
-    GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer),
+    GRANT EXECUTE ON PROCEDURE randflake_lease_acquire(text, integer),
         randflake_lease_extend(text, integer, integer), randflake_lease_release(text, integer) TO orders_service;
 
 Prints one ID per line on stdout (--rate per second, for --duration seconds or until stopped
@@ -75,10 +75,11 @@ class LeasedIds:
         for attempt in range(5):
             try:
                 return self.conn.execute(
-                    "SELECT * FROM randflake_lease_acquire(%s, %s)", (self.holder, self.seconds)
+                    "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", (self.holder, self.seconds)
                 ).fetchone()
-            except psycopg.errors.SerializationFailure:
-                # In a fleet, another server leased the same node at that moment: ask again.
+            except (psycopg.errors.SerializationFailure, psycopg.errors.StatementCompletionUnknown):
+                # Another call leased the same node at that moment (40001), or the lease's commit
+                # was not confirmed durable (40003: the node named is not ours): ask again.
                 time.sleep(0.1 * (attempt + 1))
         raise LeaseLost("no node after five tries")
 
@@ -106,7 +107,7 @@ class LeasedIds:
                 if self.conn is None:
                     self.conn = psycopg.connect(self.dsn, **CONNECT_OPTIONS)
                 _, start, end = self.conn.execute(
-                    "SELECT * FROM randflake_lease_extend(%s, %s, %s)", (self.holder, lease.node_id, self.seconds)
+                    "CALL randflake_lease_extend(%s, %s, %s, NULL, NULL, NULL)", (self.holder, lease.node_id, self.seconds)
                 ).fetchone()
             except psycopg.Error as error:
                 if error.sqlstate == "55000":  # ended, or taken back: no longer ours
@@ -134,7 +135,7 @@ class LeasedIds:
         try:
             if self.conn is None:
                 self.conn = psycopg.connect(self.dsn, **CONNECT_OPTIONS)
-            self.conn.execute("SELECT randflake_lease_release(%s, %s)", (self.holder, lease.node_id))
+            self.conn.execute("CALL randflake_lease_release(%s, %s, NULL)", (self.holder, lease.node_id))
             log(f"released node {lease.node_id}")
         except psycopg.Error as error:
             log(f"could not release node {lease.node_id} ({type(error).__name__}); it ends at {lease.end_exclusive}")

@@ -5,8 +5,13 @@
 //! servers lease from, so that IDs made in the database and by applications share one ID space.
 //!
 //! The rules are the table's: a node's new window starts no earlier than the clock and after
-//! every earlier window of that node ends. Windows here are half-open, `start..end_exclusive`,
-//! as the reference ports take them; the table stores the last second, `end_exclusive - 1`.
+//! every earlier window of that node ends, and nothing reaches the application before its commit
+//! is known durable ([`may_return`]). Windows here are half-open, `start..end_exclusive`, as the
+//! reference ports take them; the table stores the last second, `end_exclusive - 1`.
+//!
+//! [`acquire`], [`extend`] and [`release`] make the decisions over an [`AppLeaseStore`]: in
+//! randflake_pg, SQL over the lease table in the caller's own transaction; in the simulation
+//! (`tests/app_lease_simulation.rs`), a server and its standby that fail.
 
 use core::fmt;
 
@@ -115,10 +120,138 @@ pub fn free_node(first: u32, last: u32, windows: &[(u32, u64)], now: u64, spread
     (0..count).map(|offset| first + ((spread.wrapping_add(offset)) % count) as u32).find(|&node| !busy(node))
 }
 
+/// What is known about the commit of an application lease's write once it returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitEvidence {
+    /// Positive evidence that it is durable: flushed, and confirmed by the synchronous standbys
+    /// that the storing server's configuration asks for.
+    Durable,
+    /// Anything else: a commit whose wait for the standbys was cut short (a cancel, a timeout,
+    /// a termination), or one made on another server. It may be lost in a failover.
+    Unconfirmed,
+}
+
+/// The rule: a lease, an extension or a release reaches the application only on positive
+/// evidence that its commit is durable. A lease returned on a commit later lost in a failover
+/// would let the node be leased again for the same seconds. The
+/// `fault-grant-uncertain-app-leases` feature breaks the rule on purpose, for the simulation's
+/// proof that it then finds a duplicate; no build of randflake_pg enables it.
+pub fn may_return(evidence: CommitEvidence) -> bool {
+    evidence == CommitEvidence::Durable || cfg!(feature = "fault-grant-uncertain-app-leases")
+}
+
 /// The last second a released window keeps: not past its own end, and not before the server's
 /// clock plus [`CLOCK_TOLERANCE`], nor before its start.
 pub fn released_last(start: u64, last: u64, now: u64) -> u64 {
     last.min(now.saturating_add(CLOCK_TOLERANCE)).max(start)
+}
+
+/// The lease table as one call of one holder sees it, in a transaction of the call's own that
+/// [`AppLeaseStore::commit`] ends. A call whose decision is a refusal writes nothing that is
+/// kept: randflake_pg raises an ERROR, which rolls the transaction back.
+pub trait AppLeaseStore {
+    /// `(node, last second)` of every window on record of a node of `first..=last`, whoever holds it.
+    fn windows(&mut self, first: u32, last: u32) -> Vec<(u32, u64)>;
+    /// Removes the windows of `node` that ended before `now`: they bound nothing a new one does not.
+    fn remove_ended(&mut self, node: u32, now: u64);
+    /// Records the holder's new window; false if another call recorded an overlapping one meanwhile.
+    fn insert(&mut self, window: AppWindow) -> bool;
+    /// Moves the last second of the holder's live window of `node` (one not ended before `now`)
+    /// to `last`, never earlier: its start and new last second, or `None` if it has none.
+    fn lengthen(&mut self, node: u32, last: u64, now: u64) -> Option<(u64, u64)>;
+    /// The start and last second of the holder's latest window of `node`.
+    fn latest(&mut self, node: u32) -> Option<(u64, u64)>;
+    /// Replaces the holder's window of `node` that starts at `start` by a released one that ends
+    /// with `last` and that no holder can extend; false if it was gone (released meanwhile).
+    fn replace_released(&mut self, node: u32, start: u64, last: u64) -> bool;
+    /// Commits the call's transaction; what is known about the commit.
+    fn commit(&mut self) -> CommitEvidence;
+}
+
+/// Why a call is refused. Nothing it wrote is kept, except where it says otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppLeaseRefusal {
+    /// Every node of the pool is leased.
+    PoolExhausted,
+    /// Another call leased the chosen node at the same moment.
+    Race {
+        /// The node.
+        node: u32,
+    },
+    /// The holder never leased the node.
+    NotHeld {
+        /// The node.
+        node: u32,
+    },
+    /// The holder's lease of the node ended.
+    Ended {
+        /// The node.
+        node: u32,
+        /// Its last second.
+        last: u64,
+    },
+    /// The call's write committed without evidence that it is durable: it is kept on the server
+    /// (or lost in a failover), and not returned.
+    Unconfirmed {
+        /// The node written.
+        node: u32,
+    },
+}
+
+/// Leases a free node of `first..=last_node` to the holder from `now` through `last`, returned
+/// only once committed durably; `spread` is where the search for a free node starts.
+pub fn acquire(
+    store: &mut impl AppLeaseStore,
+    (first, last_node): (u32, u32),
+    now: u64,
+    last: u64,
+    spread: u64,
+) -> Result<AppWindow, AppLeaseRefusal> {
+    let windows = store.windows(first, last_node);
+    let node = free_node(first, last_node, &windows, now, spread).ok_or(AppLeaseRefusal::PoolExhausted)?;
+    store.remove_ended(node, now);
+    let window = AppWindow { node, start: now, end_exclusive: last + 1 };
+    if !store.insert(window) {
+        return Err(AppLeaseRefusal::Race { node });
+    }
+    durable(store, node)?;
+    Ok(window)
+}
+
+/// Moves the end of the holder's live lease of `node` to `last` (never earlier), returned only
+/// once committed durably.
+pub fn extend(store: &mut impl AppLeaseStore, node: u32, now: u64, last: u64) -> Result<AppWindow, AppLeaseRefusal> {
+    let Some((start, end)) = store.lengthen(node, last, now) else {
+        return Err(match store.latest(node) {
+            Some((_, last)) => AppLeaseRefusal::Ended { node, last },
+            None => AppLeaseRefusal::NotHeld { node },
+        });
+    };
+    durable(store, node)?;
+    Ok(AppWindow { node, start, end_exclusive: end + 1 })
+}
+
+/// Gives the holder's live lease of `node` back, keeping the seconds it may have used
+/// ([`released_last`]): true once committed durably; false if the lease had already ended (or
+/// another call released it), which writes nothing.
+pub fn release(store: &mut impl AppLeaseStore, node: u32, now: u64) -> Result<bool, AppLeaseRefusal> {
+    let (start, end) = store.latest(node).ok_or(AppLeaseRefusal::NotHeld { node })?;
+    if end < now || !store.replace_released(node, start, released_last(start, end, now)) {
+        // Nothing written: no commit can take an ended lease back.
+        store.commit();
+        return Ok(false);
+    }
+    durable(store, node)?;
+    Ok(true)
+}
+
+/// Commits, and refuses unless the commit is known durable ([`may_return`]).
+fn durable(store: &mut impl AppLeaseStore, node: u32) -> Result<(), AppLeaseRefusal> {
+    if may_return(store.commit()) {
+        Ok(())
+    } else {
+        Err(AppLeaseRefusal::Unconfirmed { node })
+    }
 }
 
 #[cfg(test)]
@@ -168,5 +301,82 @@ mod tests {
         }
         assert_eq!(check_holder("wörker 7 \u{1f600}"), Ok(()));
         assert_eq!(check_holder("'; DROP TABLE t; --"), Ok(()), "SQL is the database's problem, passed as a parameter");
+    }
+
+    /// One holder's view of a table of `(node, start, last, released)`, committing with the
+    /// evidence it is given.
+    struct Table {
+        rows: Vec<(u32, u64, u64, bool)>,
+        evidence: CommitEvidence,
+        commits: u32,
+    }
+
+    impl Table {
+        fn new(evidence: CommitEvidence) -> Self {
+            Self { rows: Vec::new(), evidence, commits: 0 }
+        }
+
+        fn own(&mut self, node: u32) -> Option<&mut (u32, u64, u64, bool)> {
+            self.rows.iter_mut().rev().find(|row| row.0 == node && !row.3)
+        }
+    }
+
+    impl AppLeaseStore for Table {
+        fn windows(&mut self, first: u32, last: u32) -> Vec<(u32, u64)> {
+            self.rows.iter().filter(|row| (first..=last).contains(&row.0)).map(|row| (row.0, row.2)).collect()
+        }
+        fn remove_ended(&mut self, node: u32, now: u64) {
+            self.rows.retain(|row| row.0 != node || row.2 >= now);
+        }
+        fn insert(&mut self, window: AppWindow) -> bool {
+            self.rows.push((window.node, window.start, window.last(), false));
+            true
+        }
+        fn lengthen(&mut self, node: u32, last: u64, now: u64) -> Option<(u64, u64)> {
+            let row = self.own(node).filter(|row| row.2 >= now)?;
+            row.2 = row.2.max(last);
+            Some((row.1, row.2))
+        }
+        fn latest(&mut self, node: u32) -> Option<(u64, u64)> {
+            self.own(node).map(|row| (row.1, row.2))
+        }
+        fn replace_released(&mut self, node: u32, _start: u64, last: u64) -> bool {
+            self.own(node).map(|row| *row = (row.0, row.1, last, true)).is_some()
+        }
+        fn commit(&mut self) -> CommitEvidence {
+            self.commits += 1;
+            self.evidence
+        }
+    }
+
+    #[test]
+    fn acquire_extend_and_release_return_what_a_durable_commit_recorded() {
+        let mut table = Table::new(CommitEvidence::Durable);
+        let window = acquire(&mut table, (10, 11), T, T + 59, 0).expect("a free node");
+        assert_eq!(window, AppWindow { node: 10, start: T, end_exclusive: T + 60 });
+        assert_eq!(acquire(&mut table, (10, 10), T + 1, T + 9, 0), Err(AppLeaseRefusal::PoolExhausted));
+        let extended = extend(&mut table, 10, T + 30, T + 119).expect("a live lease");
+        assert_eq!((extended.start, extended.end_exclusive), (T, T + 120));
+        assert_eq!(extend(&mut table, 11, T + 30, T + 40), Err(AppLeaseRefusal::NotHeld { node: 11 }));
+        assert_eq!(release(&mut table, 10, T + 31), Ok(true));
+        assert_eq!(table.rows, [(10, T, T + 31 + CLOCK_TOLERANCE, true)]);
+        assert_eq!(release(&mut table, 10, T + 32), Err(AppLeaseRefusal::NotHeld { node: 10 }), "releasing twice");
+        let commits = table.commits;
+        let mut ended = Table::new(CommitEvidence::Durable);
+        ended.rows.push((10, T, T + 5, false));
+        assert_eq!(release(&mut ended, 10, T + 6), Ok(false), "an ended lease");
+        assert_eq!(extend(&mut ended, 10, T + 6, T + 9), Err(AppLeaseRefusal::Ended { node: 10, last: T + 5 }));
+        assert_eq!(ended.rows, [(10, T, T + 5, false)]);
+        assert_eq!(commits, 3, "one commit for each call that wrote");
+    }
+
+    #[cfg(not(feature = "fault-grant-uncertain-app-leases"))]
+    #[test]
+    fn nothing_is_returned_from_an_unconfirmed_commit() {
+        let mut table = Table::new(CommitEvidence::Unconfirmed);
+        assert_eq!(acquire(&mut table, (10, 11), T, T + 59, 0), Err(AppLeaseRefusal::Unconfirmed { node: 10 }));
+        assert_eq!(table.rows.len(), 1, "the window stays recorded, keeping its node from others");
+        assert_eq!(extend(&mut table, 10, T + 1, T + 99), Err(AppLeaseRefusal::Unconfirmed { node: 10 }));
+        assert_eq!(release(&mut table, 10, T + 2), Err(AppLeaseRefusal::Unconfirmed { node: 10 }));
     }
 }

@@ -176,10 +176,12 @@
 //! * [`secret`]: parsing the secret from hex or from a private key file.
 //! * [`generator`]: the clock-driven state machine ([`Generator`], [`Step`], [`Refusal`]).
 //! * [`lease`]: arithmetic of node leases shared by many servers ([`Lease`], [`Terms`]).
+//! * [`shared`]: the lock-free protocols of randflake_pg's shared memory (node table, lease
+//!   board), generic over their atomics so that a model checker can run them.
 //!
-//! The crate has no dependencies (serde, with the `serde` feature). Its only `unsafe` is the SSE2
-//! intrinsics, the calls into the AVX2 and AVX-512 kernels once the CPU has reported them, and
-//! volatile wiping of key material. Its minimum supported Rust version is 1.89.
+//! The crate has no dependencies (serde, with the `serde` feature; loom, with the `loom` feature
+//! for the model check). Its only `unsafe` is the SSE2 intrinsics, the calls into the AVX2 and
+//! AVX-512 kernels once the CPU has reported them, and volatile wiping of key material. Its minimum supported Rust version is 1.89.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -198,6 +200,7 @@ pub mod layout;
 pub mod lease;
 pub mod ordered;
 pub mod secret;
+pub mod shared;
 pub mod sparx;
 pub mod words;
 

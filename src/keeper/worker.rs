@@ -131,6 +131,7 @@ impl KeeperWorker {
                 keeper_report::report(state, &cause);
             }
         }
+        keeper_report::count_tick();
     }
 
     fn log_withdrawal(&self, lease: &Lease, withdrawal: Withdrawal) {

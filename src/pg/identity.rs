@@ -1,5 +1,5 @@
-//! Who is running what, where: the current role and database, acting as another role for a
-//! while, and whether the statement runs inside an explicit transaction block.
+//! Who is running what, where: the current role and database, and acting as another role for a
+//! while.
 
 use std::ffi::{CStr, CString};
 
@@ -70,11 +70,4 @@ fn text(name: *const std::ffi::c_char) -> String {
     }
     // SAFETY: non-null, and NUL-terminated, as PostgreSQL's name lookups return them.
     unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
-}
-
-/// Whether the statement runs inside an explicit transaction block (BEGIN ... COMMIT), whose
-/// outcome is unknown until the client commits.
-pub fn in_transaction_block() -> bool {
-    // SAFETY: a plain read of this backend's transaction state.
-    unsafe { pg_sys::IsTransactionBlock() }
 }

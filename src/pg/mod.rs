@@ -13,6 +13,7 @@ pub mod identity;
 pub mod log_hook;
 pub mod message;
 pub mod parse_tree;
+pub mod procedure;
 pub mod shmem;
 mod sortsupport;
 pub mod statement;

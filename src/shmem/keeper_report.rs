@@ -2,9 +2,10 @@
 //! by the launcher while no keeper runs; read by randflake_status() and by errors.
 #![forbid(unsafe_code)]
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use super::seqlock::SeqLock;
+use randflake::shared::seqlock::SeqLock;
+
 use crate::keeper_state::{KeeperReport, KeeperState};
 use crate::pg::shmem::Shared;
 
@@ -20,6 +21,9 @@ pub struct KeeperBoard {
     /// The running keeper's process id, or 0: also what keeps a second keeper from starting
     /// while an old one is still on its way out.
     pid: AtomicI32,
+    /// Ticks the keepers completed since shared memory was created: what tests and monitoring
+    /// wait on to see the keeper act, rather than on the clock.
+    ticks: AtomicU64,
 }
 
 impl Default for KeeperBoard {
@@ -30,6 +34,7 @@ impl Default for KeeperBoard {
             cause_len: AtomicU32::new(0),
             cause: std::array::from_fn(|_| AtomicU8::new(0)),
             pid: AtomicI32::new(0),
+            ticks: AtomicU64::new(0),
         }
     }
 }
@@ -50,6 +55,16 @@ pub fn report(state: KeeperState, cause: &str) {
         }
         board.cause_len.store(length as u32, Ordering::Relaxed);
     });
+}
+
+/// Counts one more tick completed, after its report.
+pub fn count_tick() {
+    BOARD.get().ticks.fetch_add(1, Ordering::Release);
+}
+
+/// Ticks completed since start-up.
+pub fn ticks() -> u64 {
+    BOARD.get().ticks.load(Ordering::Acquire)
 }
 
 /// The keeper's state, cause and process id.

@@ -4,13 +4,15 @@
 //! - `lease_board`: the lease the keeper publishes to every backend;
 //! - `keeper_report`: what the keeper is doing, and which process it is;
 //! - `counters`: what generation met, for randflake_status().
+//!
+//! The first two, and the sequence lock of the first three, are protocols of the `randflake`
+//! crate (`randflake::shared`), model-checked there; here they are only placed.
 #![forbid(unsafe_code)]
 
 pub mod counters;
 pub mod keeper_report;
 pub mod lease_board;
 pub mod node_table;
-mod seqlock;
 
 use crate::pg::shmem::Segment;
 

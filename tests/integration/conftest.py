@@ -320,6 +320,15 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
         time.sleep(interval)
 
 
+def wait_ticks(conn: psycopg.Connection, n: int, timeout: float = 60) -> None:
+    """Waits until the lease keeper has completed `n` more ticks than it had when called
+    (randflake_status().keeper_ticks), so that whatever it does once a tick it has done `n` times
+    since: the event itself, however slowly a loaded machine runs. A tick already under way
+    counts, so `n` of them contain at least `n - 1` whole ones."""
+    start = status(conn)["keeper_ticks"]
+    wait_for(lambda: status(conn)["keeper_ticks"] >= start + n, timeout, f"{n} more ticks of the lease keeper")
+
+
 def decoded_ids(conn: psycopg.Connection, ids: list[int]) -> list[tuple[int, int, int]]:
     """(Unix second, node, sequence) of each ID, in order."""
     return conn.execute(

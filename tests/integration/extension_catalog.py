@@ -63,7 +63,7 @@ def _function(conn: psycopg.Connection, oid: int) -> dict:
         """SELECT pg_get_functiondef(p.oid), obj_description(p.oid, 'pg_proc'),
                   p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
                   p.provolatile, p.proisstrict, p.proparallel, p.prosecdef, p.proowner::regrole::text,
-                  p.pronamespace::regnamespace::text
+                  p.pronamespace::regnamespace::text, p.prokind
              FROM pg_proc p WHERE p.oid = %s""",
         (oid,),
     ).fetchone()
@@ -81,6 +81,7 @@ def _function(conn: psycopg.Connection, oid: int) -> dict:
         "attributes": f"{volatility}{' STRICT' if row[6] else ''} PARALLEL {parallel}{' SECURITY DEFINER' if row[8] else ''}",
         "owner": row[9],
         "schema": row[10],
+        "procedure": row[11] == "p",
         "acl": _acl(conn, acl_sql, oid),
         "initial_acl": _initial_acl(conn, "pg_proc", oid),
     }

@@ -107,18 +107,32 @@ class FakeClock:
         write_server_file(staged, f"{setting}\n", 0o644)
         os.replace(staged, self.file)
 
+    def freeze(self, second: int | None = None) -> int:
+        """Stops every process's clock at `second` (by default the start of the next one, a step
+        forward) until the next set() or run_from(); returns the second."""
+        if second is None:
+            second = math.floor(self.now()) + 1
+        # A timestamp without '@' is a frozen absolute time to libfaketime, read in local time
+        # as the server's processes, started from this one, read it.
+        self._write(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second)))
+        return second
+
+    def run_from(self, second: int) -> None:
+        """Sets every process's clock running again within `second` (at real time's fraction of
+        a second), whatever second real time has reached meanwhile."""
+        self.set(second - math.floor(time.time()))
+
     @contextmanager
     def frozen(self) -> Iterator[None]:
         """Stops every process's clock at the start of the next second (a step forward), and
         sets it running again only once real time plus the offset has passed that second, so
         that it never steps back. Inside, work of any speed falls into one second."""
-        second = math.floor(self.now()) + 1
-        # A timestamp without '@' is a frozen absolute time to libfaketime, read in local time
-        # as the server's processes, started from this one, read it.
-        self._write(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second)))
+        second = self.freeze()
         try:
             yield
         finally:
+            # Not a wait for an event: until real time passes the frozen second, running the
+            # clock again would step it back.
             time.sleep(max(0.0, second + 0.05 - self.now()))
             self.set(self.offset)
 

@@ -118,7 +118,7 @@ def inject_faults(cluster: Cluster, clock: FakeClock | None, every: float, stop:
                     cluster.start()
             else:
                 clock.set(-CLOCK_STEP)
-                time.sleep(CLOCK_STEP / 2)
+                time.sleep(CLOCK_STEP / 2)  # a deliberate hold: the clock stays stepped back for a while
                 clock.set(0)
             with tally.lock:
                 tally.faults[kind] += 1
@@ -151,7 +151,7 @@ def soak(duration: float, clients: int, fault_every: float, name: str = "soak") 
         started = time.monotonic()
         for thread in [*threads, faults]:
             thread.start()
-        time.sleep(duration)
+        time.sleep(duration)  # the soak's length
         stop.set()
         faults.join()
         for thread in threads:

@@ -68,7 +68,7 @@ def tombstone(holder: str, role: str, name: str) -> bool:
 def server():
     cluster = Cluster("app-leases", POOL_SETTINGS)
     cluster.start()
-    grants = "FUNCTION " + ", ".join(LEASE_FUNCTIONS)
+    grants = "PROCEDURE " + ", ".join(LEASE_FUNCTIONS)
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
         for role in (*SERVICES, MALLORY):
@@ -117,7 +117,7 @@ def pool_rows(conn: psycopg.Connection) -> list[tuple]:
 
 
 def acquire(conn: psycopg.Connection, holder: str, seconds: int = 600) -> tuple[int, int, int]:
-    return conn.execute("SELECT * FROM randflake_lease_acquire(%s, %s)", (holder, seconds)).fetchone()
+    return conn.execute("CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", (holder, seconds)).fetchone()
 
 
 def try_acquire(conn: psycopg.Connection, holder: str, seconds: int) -> tuple[int, int, int] | None:
@@ -131,11 +131,11 @@ def try_acquire(conn: psycopg.Connection, holder: str, seconds: int) -> tuple[in
 
 
 def extend(conn: psycopg.Connection, holder: str, node: int, seconds: int = 600) -> tuple[int, int, int]:
-    return conn.execute("SELECT * FROM randflake_lease_extend(%s, %s, %s)", (holder, node, seconds)).fetchone()
+    return conn.execute("CALL randflake_lease_extend(%s, %s, %s, NULL, NULL, NULL)", (holder, node, seconds)).fetchone()
 
 
 def release(conn: psycopg.Connection, holder: str, node: int) -> bool:
-    return conn.execute("SELECT randflake_lease_release(%s, %s)", (holder, node)).fetchone()[0]
+    return conn.execute("CALL randflake_lease_release(%s, %s, NULL)", (holder, node)).fetchone()[0]
 
 
 def refused(conn: psycopg.Connection, statement: str, params: tuple = ()) -> psycopg.Error:
@@ -189,7 +189,7 @@ def test_a_node_is_leased_again_only_after_every_earlier_window_of_it_ended(pool
         first = {acquire(conn, f"fill-{index}", 2)[0]: None for index in range(POOL_SIZE)}
         assert len(first) == POOL_SIZE
         ends = {node: end for node, _, _, _, end, _ in pool_rows(admin)}
-        error = refused(conn, "SELECT * FROM randflake_lease_acquire('one-more', 2)")
+        error = refused(conn, "CALL randflake_lease_acquire('one-more', 2, NULL, NULL, NULL)")
         assert error.sqlstate == "53400"
         wait_for(lambda: time.time() > min(ends.values()) + 1.02, 5, "the first window to end")
         node, start, _ = wait_for(lambda: try_acquire(conn, "next", 2), 5, "a node to come free")
@@ -219,7 +219,7 @@ def test_extend_fails_once_the_lease_has_ended(pool):
         node, start, end = acquire(conn, "late", 1)
         wait_past(end - 1)
         before = lease_table(admin)
-        error = refused(conn, "SELECT * FROM randflake_lease_extend('late', %s, 60)", (node,))
+        error = refused(conn, "CALL randflake_lease_extend('late', %s, 60, NULL, NULL, NULL)", (node,))
         assert error.sqlstate == "55000"
         assert error.diag.message_primary == f'the lease of node {node} by holder "late" ended with second {end - 1}'
         assert "stop issuing" in error.diag.message_hint
@@ -251,11 +251,11 @@ def test_release_keeps_the_node_until_the_seconds_its_holder_may_have_used(pool)
 
         # The tombstones hold their nodes: the pool is exhausted, and the holder is gone.
         table = lease_table(admin)
-        assert refused(conn, "SELECT * FROM randflake_lease_acquire('again', 3)").sqlstate == "53400"
-        error = refused(conn, "SELECT * FROM randflake_lease_extend('long', %s, 60)", (long_node,))
+        assert refused(conn, "CALL randflake_lease_acquire('again', 3, NULL, NULL, NULL)").sqlstate == "53400"
+        error = refused(conn, "CALL randflake_lease_extend('long', %s, 60, NULL, NULL, NULL)", (long_node,))
         assert error.sqlstate == "55000"
         assert error.diag.message_primary == f'holder "long" holds no lease of node {long_node}'
-        assert refused(conn, "SELECT randflake_lease_release('long', %s)", (long_node,)).sqlstate == "55000"
+        assert refused(conn, "CALL randflake_lease_release('long', %s, NULL)", (long_node,)).sqlstate == "55000"
         assert lease_table(admin) == table
 
         # The short lease's node comes back right after its end, not before.
@@ -345,17 +345,17 @@ BAD_HOLDER = "a holder is 1 to 200 bytes of text without control, format or line
 
 
 def acquire_case(name: str, holder: str, seconds: str, sqlstate: str, message: str) -> Case:
-    return Case(f"acquire {name}", f"SELECT * FROM randflake_lease_acquire({holder}, {seconds})", sqlstate, message)
+    return Case(f"acquire {name}", f"CALL randflake_lease_acquire({holder}, {seconds}, NULL, NULL, NULL)", sqlstate, message)
 
 
 def extend_case(name: str, holder: str, node: str, seconds: str, sqlstate: str, message: str) -> Case:
     return Case(
-        f"extend {name}", f"SELECT * FROM randflake_lease_extend({holder}, {node}, {seconds})", sqlstate, message
+        f"extend {name}", f"CALL randflake_lease_extend({holder}, {node}, {seconds}, NULL, NULL, NULL)", sqlstate, message
     )
 
 
 def release_case(name: str, holder: str, node: str, sqlstate: str, message: str) -> Case:
-    return Case(f"release {name}", f"SELECT randflake_lease_release({holder}, {node})", sqlstate, message)
+    return Case(f"release {name}", f"CALL randflake_lease_release({holder}, {node}, NULL)", sqlstate, message)
 
 
 def bad_holders() -> list[tuple[str, str]]:
@@ -441,7 +441,7 @@ def test_an_exhausted_pool_is_refused_and_changes_nothing(pool):
         for index in range(POOL_SIZE):
             acquire(conn, f"all-{index}", 600)
         before = lease_table(admin)
-        error = refused(conn, "SELECT * FROM randflake_lease_acquire('one-too-many', 5)")
+        error = refused(conn, "CALL randflake_lease_acquire('one-too-many', 5, NULL, NULL, NULL)")
         assert error.sqlstate == "53400"
         assert error.diag.message_primary == (
             f"no free node in the application pool: all {POOL_SIZE} nodes of {POOL[0]}..{POOL[1]} are leased"
@@ -456,12 +456,12 @@ def test_calls_outside_autocommit_or_outside_the_keepers_database_are_refused(po
         admin.execute("CREATE DATABASE elsewhere")
     with pool.connect(dbname="elsewhere") as other:
         other.execute("CREATE EXTENSION randflake_pg")
-        other.execute("GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer) TO svc_1")
+        other.execute("GRANT EXECUTE ON PROCEDURE randflake_lease_acquire(text, integer) TO svc_1")
     with pool.connect(user="svc_1") as conn, pool.connect() as admin:
         node, _, _ = acquire(conn, "held", 600)
         before = lease_table(admin)
         with pool.connect(user="svc_1", dbname="elsewhere") as other:
-            error = refused(other, "SELECT * FROM randflake_lease_acquire('h', 5)")
+            error = refused(other, "CALL randflake_lease_acquire('h', 5, NULL, NULL, NULL)")
             assert error.sqlstate == "55000"
             assert error.diag.message_primary == (
                 'application leases are kept in database "postgres" (randflake.database), not in this one'
@@ -472,15 +472,137 @@ def test_calls_outside_autocommit_or_outside_the_keepers_database_are_refused(po
         with pool.connect(user="svc_1") as in_block:
             in_block.autocommit = False
             for statement, function in (
-                ("SELECT * FROM randflake_lease_acquire('h', 5)", "randflake_lease_acquire"),
-                (f"SELECT * FROM randflake_lease_extend('held', {node}, 5)", "randflake_lease_extend"),
-                (f"SELECT randflake_lease_release('held', {node})", "randflake_lease_release"),
+                ("CALL randflake_lease_acquire('h', 5, NULL, NULL, NULL)", "randflake_lease_acquire"),
+                (f"CALL randflake_lease_extend('held', {node}, 5, NULL, NULL, NULL)", "randflake_lease_extend"),
+                (f"CALL randflake_lease_release('held', {node}, NULL)", "randflake_lease_release"),
             ):
                 error = refused(in_block, statement)
                 assert error.sqlstate == "25001"
-                assert error.diag.message_primary.startswith(f"{function}() must run in a transaction of its own")
+                assert error.diag.message_primary == (
+                    f"CALL {function}() must be a statement of its own: it commits its own transaction"
+                )
                 assert "autocommit" in error.diag.message_hint
                 in_block.rollback()
+        assert lease_table(admin) == before
+
+
+# --- durable before returned -----------------------------------------------------------------
+
+
+def pool_windows(conn: psycopg.Connection, node: int) -> list[tuple[int, int, str]]:
+    """(lease_start, lease_end, holder) of every window on record of `node`."""
+    return conn.execute(
+        "SELECT lease_start, lease_end, holder FROM randflake.node_leases WHERE first_node = %s ORDER BY lease_start",
+        (node,),
+    ).fetchall()
+
+
+def lease_every_free_node(conn: psycopg.Connection, prefix: str) -> list[tuple[int, int, int]]:
+    """Every node the pool still gives out, each leased to its own holder."""
+    leases = []
+    while (lease := try_acquire(conn, f"{prefix}-{len(leases)}", 600)) is not None:
+        leases.append(lease)
+    return leases
+
+
+def test_a_lease_returned_in_a_pipeline_survives_the_pipelines_later_error(pool):
+    """psycopg in autocommit, one pipeline: the acquire, then a statement that fails, without a
+    Sync between them. The client holds the window it was returned; the error must not take it
+    back, and no other role may be given the node for overlapping seconds. (0.5.0's function
+    returned the lease inside the pipeline's implicit transaction, which the error rolled back,
+    and another role was leased the node again at once.)"""
+    with pool.connect(user="svc_1") as conn, pool.connect(user="svcx1") as other, pool.connect() as admin:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with conn.pipeline() as pipeline:
+                leased = conn.execute("CALL randflake_lease_acquire('piped', 600, NULL, NULL, NULL)")
+                conn.execute("SELECT 1/0")
+                pipeline.sync()
+        node, start, end = leased.fetchone()
+        assert end == start + 600
+        assert pool_windows(admin, node) == [(start, end - 1, "app/svc_1/piped")]
+        others = lease_every_free_node(other, "after-pipeline")
+        assert len(others) == POOL_SIZE - 1 and node not in [leased_node for leased_node, _, _ in others], others
+
+
+def test_a_call_that_cannot_commit_its_own_transaction_is_refused_and_changes_nothing(pool):
+    """The procedure commits its transaction: it refuses where that commit would not be its own
+    to make (a query string of several statements, a function) or would commit what a
+    pipeline's earlier statements wrote, and nothing of the refused call or of those statements
+    is left."""
+    with pool.connect() as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS public.piped_writes (note text)")
+        admin.execute("GRANT INSERT, SELECT ON public.piped_writes TO svc_1")
+        admin.execute(
+            """CREATE OR REPLACE FUNCTION public.lease_from_a_function() RETURNS integer LANGUAGE plpgsql AS $$
+               DECLARE node integer; first bigint; after bigint;
+               BEGIN CALL randflake_lease_acquire('in-function', 5, node, first, after); RETURN node; END $$"""
+        )
+        before = lease_table(admin)
+    with pool.connect(user="svc_1") as conn:
+        for statement in (
+            "CALL randflake_lease_acquire('multi', 5, NULL, NULL, NULL); SELECT 1",
+            "SELECT 1; CALL randflake_lease_acquire('multi', 5, NULL, NULL, NULL)",
+            "SELECT public.lease_from_a_function()",
+        ):
+            error = refused(conn, statement)
+            assert error.sqlstate == "25001", (statement, error)
+            assert error.diag.message_primary == (
+                "CALL randflake_lease_acquire() must be a statement of its own: it commits its own transaction"
+            )
+        with pytest.raises(psycopg.errors.ActiveSqlTransaction) as caught:
+            with conn.pipeline() as pipeline:
+                conn.execute("INSERT INTO public.piped_writes VALUES ('before the call')")
+                conn.execute("CALL randflake_lease_acquire('after-a-write', 5, NULL, NULL, NULL)")
+                pipeline.sync()
+        assert caught.value.diag.message_primary == (
+            "CALL randflake_lease_acquire() would commit what the statements before it wrote in this transaction"
+        )
+        assert "Sync" in caught.value.diag.message_hint
+        assert conn.execute("SELECT count(*) FROM public.piped_writes").fetchone() == (0,)
+    with pool.connect() as admin:
+        assert lease_table(admin) == before
+
+
+def test_a_slow_statement_after_an_acquire_does_not_hold_other_roles_acquisitions(pool):
+    """The lock that serialises acquisitions is released at the procedure's own commit: a role
+    that sends a slow statement right after its acquire, in the same pipeline, holds up no one.
+    (0.5.0's function held the lock until the caller's transaction ended: `SELECT a.*,
+    pg_sleep(20) FROM randflake_lease_acquire('slow', 60) a` made every role's acquire wait.)"""
+    with pool.connect(user="svc_1") as slow, pool.connect(user="svcx1") as other, pool.connect() as admin:
+        error = refused(slow, "SELECT a.*, pg_sleep(20) FROM randflake_lease_acquire('slow', 60) a")
+        assert error.sqlstate == "42809", error
+        sleeping = threading.Thread(target=lambda: _acquire_then_sleep(slow), daemon=True)
+        sleeping.start()
+        pid = slow.info.backend_pid
+        asleep = "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s"
+        wait_for(lambda: admin.execute(asleep, (pid,)).fetchone()[0], 10, "the slow role's pipeline to sleep")
+        other.execute("SET statement_timeout = '3s'")
+        began = time.monotonic()
+        node, _, _ = acquire(other, "not-held-up", 5)
+        assert time.monotonic() - began < 3 and POOL[0] <= node <= POOL[1]
+        admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        sleeping.join(10)
+
+
+def _acquire_then_sleep(conn: psycopg.Connection) -> None:
+    """An acquire and a 20 s sleep in one pipeline, without a Sync between them."""
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        with conn.pipeline() as pipeline:
+            conn.execute("CALL randflake_lease_acquire('slow', 60, NULL, NULL, NULL)")
+            conn.execute("SELECT pg_sleep(20)")
+            pipeline.sync()
+
+
+def test_releasing_twice_is_refused_the_second_time(pool):
+    """A release replaces the holder's row by one no holder names: a second release of the same
+    lease finds nothing of the holder's to release (55000), and changes nothing."""
+    with pool.connect(user="svc_1") as conn, pool.connect() as admin:
+        node, _, _ = acquire(conn, "twice", 600)
+        assert release(conn, "twice", node) is True
+        before = lease_table(admin)
+        error = refused(conn, "CALL randflake_lease_release('twice', %s, NULL)", (node,))
+        assert error.sqlstate == "55000"
+        assert error.diag.message_primary == f'holder "twice" holds no lease of node {node}'
         assert lease_table(admin) == before
 
 
@@ -492,9 +614,9 @@ def test_no_role_reaches_another_roles_holder_or_the_servers_own_lease(pool):
         node, start, end = acquire(owner, "shared", 600)
         table = lease_table(admin)
         for statement in (
-            f"SELECT * FROM randflake_lease_extend('shared', {node}, 5)",
-            f"SELECT * FROM randflake_lease_extend('shared', {node}, 100000)",
-            f"SELECT randflake_lease_release('shared', {node})",
+            f"CALL randflake_lease_extend('shared', {node}, 5, NULL, NULL, NULL)",
+            f"CALL randflake_lease_extend('shared', {node}, 100000, NULL, NULL, NULL)",
+            f"CALL randflake_lease_release('shared', {node}, NULL)",
         ):
             error = refused(other, statement)
             assert (error.sqlstate, error.diag.message_primary) == (
@@ -502,7 +624,7 @@ def test_no_role_reaches_another_roles_holder_or_the_servers_own_lease(pool):
                 f'holder "shared" holds no lease of node {node}',
             )
         # Another holder name of the same role is another holder.
-        error = refused(owner, f"SELECT randflake_lease_release('shared-2', {node})")
+        error = refused(owner, f"CALL randflake_lease_release('shared-2', {node}, NULL)")
         assert error.sqlstate == "55000"
         assert lease_table(admin) == table
 
@@ -528,9 +650,9 @@ def test_no_role_reaches_another_roles_holder_or_the_servers_own_lease(pool):
         ).fetchall()
         assert len(own_lease) == 1
         for statement in (
-            f"SELECT * FROM randflake_lease_extend('shared', {own}, 5)",
-            f"SELECT randflake_lease_release('shared', {own})",
-            f"SELECT randflake_lease_release('shared', {SERVER_NODES[1]})",
+            f"CALL randflake_lease_extend('shared', {own}, 5, NULL, NULL, NULL)",
+            f"CALL randflake_lease_release('shared', {own}, NULL)",
+            f"CALL randflake_lease_release('shared', {SERVER_NODES[1]}, NULL)",
         ):
             assert refused(owner, statement).sqlstate == "22023"
         assert lease_table(admin) == table
@@ -541,7 +663,7 @@ def test_one_role_exhausts_the_pool_unless_the_per_role_limit_is_set(pool):
     with pool.connect(user="svc_1") as greedy, pool.connect(user="svcx1") as other, pool.connect() as admin:
         for index in range(POOL_SIZE):
             acquire(greedy, f"grab-{index}", 3)
-        assert refused(other, "SELECT * FROM randflake_lease_acquire('starved', 5)").sqlstate == "53400"
+        assert refused(other, "CALL randflake_lease_acquire('starved', 5, NULL, NULL, NULL)").sqlstate == "53400"
         admin.execute(f"DELETE FROM randflake.node_leases WHERE first_node BETWEEN {POOL[0]} AND {POOL[1]}")
 
         admin.execute("ALTER SYSTEM SET randflake.app_leases_per_role = 3")
@@ -553,18 +675,18 @@ def test_one_role_exhausts_the_pool_unless_the_per_role_limit_is_set(pool):
             ) as quoted_role:
                 mine = [acquire(greedy, f"grab-{index}", 600)[0] for index in range(3)]
                 before = lease_table(admin)
-                error = refused(greedy, "SELECT * FROM randflake_lease_acquire('grab-3', 600)")
+                error = refused(greedy, "CALL randflake_lease_acquire('grab-3', 600, NULL, NULL, NULL)")
                 assert error.sqlstate == "53400"
                 assert error.diag.message_primary == 'role "svc_1" already holds 3 application leases, its limit'
                 assert "randflake.app_leases_per_role" in error.diag.message_hint
                 assert lease_table(admin) == before
                 # svcx1's count is its own: svc_1's leases would match a LIKE 'app/svc_1/%' pattern's `_`.
                 theirs = [acquire(other, f"h{index}", 600)[0] for index in range(3)]
-                assert refused(other, "SELECT * FROM randflake_lease_acquire('h3', 600)").sqlstate == "53400"
+                assert refused(other, "CALL randflake_lease_acquire('h3', 600, NULL, NULL, NULL)").sqlstate == "53400"
                 # A role whose name needs quoting gets the rest of the pool; then the pool is out.
                 last = [acquire(quoted_role, f"q{index}", 600)[0] for index in range(2)]
                 assert sorted(mine + theirs + last) == list(range(POOL[0], POOL[1] + 1))
-                error = refused(quoted_role, "SELECT * FROM randflake_lease_acquire('q2', 600)")
+                error = refused(quoted_role, "CALL randflake_lease_acquire('q2', 600, NULL, NULL, NULL)")
                 assert error.diag.message_primary.startswith("no free node in the application pool")
                 holders = {row[1].rsplit("/", 1)[0] for row in pool_rows(admin)}
                 assert holders == {"app/svc_1", "app/svcx1", 'app/"Quoted/Svc"'}
@@ -572,7 +694,7 @@ def test_one_role_exhausts_the_pool_unless_the_per_role_limit_is_set(pool):
                 # A release gives no node back at once (nor, for the limit, more room: see below).
                 assert release(greedy, "grab-0", mine[0]) is True
                 before = lease_table(admin)
-                assert refused(greedy, "SELECT * FROM randflake_lease_acquire('grab-3', 600)").sqlstate == "53400"
+                assert refused(greedy, "CALL randflake_lease_acquire('grab-3', 600, NULL, NULL, NULL)").sqlstate == "53400"
                 assert lease_table(admin) == before
         finally:
             admin.execute("ALTER SYSTEM RESET randflake.app_leases_per_role")
@@ -649,7 +771,7 @@ def test_holders_are_data_never_sql_or_patterns(pool):
                 table = lease_table(admin)
                 lookalikes = {holder.replace("%", "x").replace("_", "y") + "z", holder[:-1], holder.upper() + "Z"}
                 for lookalike in {name for name in lookalikes if 0 < len(name.encode()) <= 200} - {holder}:
-                    error = refused(conn, "SELECT randflake_lease_release(%s, %s)", (lookalike, node))
+                    error = refused(conn, "CALL randflake_lease_release(%s, %s, NULL)", (lookalike, node))
                     assert error.sqlstate == "55000", (holder, lookalike)
                 assert lease_table(admin) == table
                 assert extend(conn, holder, node, 60)[:2] == (node, start)
@@ -676,9 +798,9 @@ def test_nobody_may_execute_the_lease_functions_by_default(pool):
     for role in ("outsider", "watcher"):
         with pool.connect(user=role) as conn:
             for statement in (
-                "SELECT * FROM randflake_lease_acquire('h', 5)",
-                "SELECT * FROM randflake_lease_extend('h', 1000, 5)",
-                "SELECT randflake_lease_release('h', 1000)",
+                "CALL randflake_lease_acquire('h', 5, NULL, NULL, NULL)",
+                "CALL randflake_lease_extend('h', 1000, 5, NULL, NULL, NULL)",
+                "CALL randflake_lease_release('h', 1000, NULL)",
             ):
                 assert refused(conn, statement).sqlstate == "42501"
     with pool.connect(user="outsider") as conn:
@@ -716,9 +838,9 @@ def test_a_callers_search_path_cannot_run_its_functions_as_the_keeper(pool):
     with pool.connect(user=MALLORY) as conn:
         node, _, _ = acquire(conn, "trap", 600)
     calls = [
-        (MALLORY, "SELECT * FROM public.randflake_lease_acquire('trap-2', 5)"),
-        (MALLORY, f"SELECT * FROM public.randflake_lease_extend('trap', {node}, 60)"),
-        (MALLORY, f"SELECT public.randflake_lease_release('trap', {node})"),
+        (MALLORY, "CALL public.randflake_lease_acquire('trap-2', 5, NULL, NULL, NULL)"),
+        (MALLORY, f"CALL public.randflake_lease_extend('trap', {node}, 60, NULL, NULL, NULL)"),
+        (MALLORY, f"CALL public.randflake_lease_release('trap', {node}, NULL)"),
         (PEEPER, "SELECT * FROM public.randflake_app_leases()"),
     ]
     for role in (MALLORY, PEEPER):
@@ -841,7 +963,7 @@ def test_a_bad_application_pool_stops_the_server_from_starting(make_cluster):
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
         # No pool: nothing is leased to applications, and monitoring shows no pool.
-        error = refused(conn, "SELECT * FROM randflake_lease_acquire('h', 5)")
+        error = refused(conn, "CALL randflake_lease_acquire('h', 5, NULL, NULL, NULL)")
         assert (error.sqlstate, error.diag.message_primary) == (
             "55000",
             "randflake_pg leases no nodes to applications on this server: no application pool is configured",

@@ -103,16 +103,16 @@ class Inserter(threading.Thread):
                     else:
                         self.errors.append(error)
                         return
-                time.sleep(0.02)
+                time.sleep(0.02)  # pacing: a refused session does not spin
 
     def ids(self, after: float = 0.0, before: float = float("inf")) -> list[int]:
         """The IDs of the batches that completed between `after` and `before` (wall time)."""
         with self.lock:
             return [id for at, batch in self.batches if after < at < before for id in batch]
 
-    def succeeded_after(self, moment: float) -> bool:
+    def succeeded_after(self, moment: float, times: int = 1) -> bool:
         with self.lock:
-            return any(at > moment for at, _ in self.batches)
+            return sum(at > moment for at, _ in self.batches) >= times
 
     def refused_after(self, moment: float) -> list[tuple[float, str]]:
         with self.lock:
@@ -152,12 +152,14 @@ def test_a_clock_stepped_back_one_second_is_refused_until_it_catches_up(faked_se
     with cluster.connect() as conn:
         inserters = start_inserters(cluster, 4)
         try:
-            # The lease began at least a second ago, so one second back is still inside it. Step
-            # 0.3 s into a second, when every session has used that second already.
-            time.sleep(1.0)
-            time.sleep(1.3 - time.time() % 1.0)
+            # The clock stands still in second S until every session has used it: a session's
+            # second batch since the freeze began after it. The lease began before S, so one
+            # second back is still inside it.
+            used = clock.freeze()
+            frozen_at = time.time()
+            wait_for(lambda: all(i.succeeded_after(frozen_at, 2) for i in inserters), 30, "every session to use S")
             stepped_at = time.time()
-            clock.set(-1)
+            clock.run_from(used - 1)
             wait_for(
                 lambda: all(i.succeeded_after(max([stepped_at] + [r[0] for r in i.refusals])) for i in inserters)
                 and time.time() > stepped_at + 1.5,
@@ -174,7 +176,7 @@ def test_a_clock_stepped_back_one_second_is_refused_until_it_catches_up(faked_se
             behind = BEHIND.fullmatch(message)
             assert behind, message
             assert behind.group(1) == "1"
-            assert int(behind.group(2)) == int(stepped_at), "the second refused is the one the clock left"
+            assert int(behind.group(2)) == used, "the second refused is the one the clock left"
             assert at < stepped_at + 1.5, "refused after the slow clock had passed the used second"
         assert status(conn)["clock_refusals"] == len(refusals)
         assert_all_unique(conn, inserters)
@@ -197,11 +199,12 @@ def test_a_clock_stepped_back_sixty_seconds_is_refused_until_set_right(faked_ser
 
         inserters = start_inserters(cluster, 3)
         try:
-            time.sleep(0.5)
+            started_at = time.time()
+            wait_for(lambda: all(i.succeeded_after(started_at) for i in inserters), 30, "every session to generate")
             stepped_at = time.time()
             clock.set(-60)
             wait_for(lambda: all(i.refused_after(stepped_at) for i in inserters), 10, "every session to be refused")
-            time.sleep(1.0)
+            time.sleep(1.0)  # a deliberate hold: a second of refusals, in which nothing may be issued
             assert not any(i.succeeded_after(stepped_at + 0.2) for i in inserters), "IDs issued 60 s in the past"
             # A session that starts only now, on a node that issued nothing since the clock's
             # second, is refused too: the server as a whole has used later seconds.
@@ -340,7 +343,14 @@ def test_waiting_for_a_first_lease_is_timed_by_the_monotonic_clock(make_cluster,
 
     caller = threading.Thread(target=call, daemon=True)
     caller.start()
-    time.sleep(1)
+    with cluster.connect() as conn:
+        wait_for(
+            lambda: conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT randflake_next()'"
+            ).fetchone()[0],
+            10,
+            "the call to be waiting for a lease",
+        )
     clock.set(-3600)
     caller.join(timeout=30)
     assert outcome, "the call still waits after 30 s: its deadline followed the wall clock back"
@@ -354,14 +364,13 @@ def test_ids_reserved_for_a_second_are_refused_once_a_later_one_was_used(faked_s
     any other session ("1 s behind second S+1"), instead of handing them out."""
     cluster, clock, _ = faked_server(0, "id bigint PRIMARY KEY")
     with cluster.connect() as a, cluster.connect() as b:
-        time.sleep(1.1 - time.time() % 1.0)
+        reserved_for = clock.freeze()
         a_id = a.execute("SELECT randflake_next()").fetchone()[0]
-        reserved_for = int(clock.now())
-        time.sleep(1.1 - time.time() % 1.0)
+        clock.freeze(reserved_for + 1)
         b_id = b.execute("SELECT randflake_next()").fetchone()[0]
-        clock.set(clock.offset - 1)
-        assert int(clock.now()) == reserved_for, "the step took too long to land in second S"
+        clock.freeze(reserved_for)
         error = sql_error(a, "SELECT randflake_next()")
+        clock.set(clock.offset)
         assert error.sqlstate == "55000", error
         behind = BEHIND.fullmatch(error.diag.message_primary)
         assert behind and behind.groups() == ("1", str(reserved_for + 1)), error.diag.message_primary

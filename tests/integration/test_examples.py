@@ -234,7 +234,7 @@ def lease_client_server(make_cluster) -> tuple:
         conn.execute("CREATE EXTENSION randflake_pg")
         conn.execute("CREATE ROLE orders_service LOGIN")
         conn.execute(
-            """GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer),
+            """GRANT EXECUTE ON PROCEDURE randflake_lease_acquire(text, integer),
                    randflake_lease_extend(text, integer, integer), randflake_lease_release(text, integer)
                 TO orders_service"""
         )

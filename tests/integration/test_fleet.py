@@ -233,3 +233,46 @@ def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
             except psycopg.Error:
                 assert time.monotonic() < deadline, member.log()[-3000:]
                 time.sleep(0.5)
+
+
+def test_application_leases_on_a_member_are_refused_without_a_coordinator_connection(make_cluster):
+    """A member has no evidence yet that the coordinator's commit of an application lease is
+    durable, so its lease procedures refuse (0A000) before they reach the coordinator, and
+    randflake_app_leases() reports no pool there: idle sessions that called them hold no
+    coordinator connection. With eight of them
+    and max_connections = 12 on the coordinator (0.5.0's functions filled it), a new member
+    still gets its lease."""
+    coordinator = make_cluster("randflake.node_source = 'off'", *POOL, "max_connections = 12")
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    members = [make_cluster(*member_settings(), "randflake.app_node_id_min = 5000",
+                            "randflake.app_node_id_max = 5007") for _ in range(2)]
+    (members[1].dir / "randflake.key").write_text(members[0].key_hex)
+    members[0].start()
+    join_fleet(members[0], coordinator)
+    lease_of(coordinator, members[0])
+    sessions = [members[0].connect() for _ in range(8)]
+    try:
+        for number, session in enumerate(sessions):
+            for statement in (
+                "CALL randflake_lease_acquire(%s, 600, NULL, NULL, NULL)",
+                "CALL randflake_lease_extend(%s, 5000, 600, NULL, NULL, NULL)",
+                "CALL randflake_lease_release(%s, 5000, NULL)",
+            ):
+                with pytest.raises(psycopg.errors.FeatureNotSupported) as refused:
+                    session.execute(statement, (f"app-{number}",))
+                assert "cannot run on a fleet member" in refused.value.diag.message_primary
+                assert refused.value.diag.message_hint
+            assert session.execute("SELECT * FROM randflake_app_leases()").fetchall() == []
+        with coordinator.connect() as conn:
+            (connections,) = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert connections <= 1, f"{connections} coordinator connections (the member's keeper holds at most one)"
+        members[1].start()
+        join_fleet(members[1], coordinator)
+        lease_of(coordinator, members[1])
+    finally:
+        for session in sessions:
+            session.close()

@@ -287,7 +287,7 @@ def test_the_exporter_shows_the_application_pool(make_cluster):
     conn.execute(f"CREATE ROLE {MONITOR_ROLE} LOGIN IN ROLE pg_monitor")
     conn.execute("CREATE ROLE service_a LOGIN")
     conn.execute("CREATE ROLE service_b LOGIN")
-    conn.execute("GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer), "
+    conn.execute("GRANT EXECUTE ON PROCEDURE randflake_lease_acquire(text, integer), "
                  "randflake_lease_release(text, integer) TO service_a, service_b")
     exporter = Exporter(cluster, MONITOR_ROLE, "postgres")
 
@@ -313,12 +313,12 @@ def test_the_exporter_shows_the_application_pool(make_cluster):
         for role, holder, seconds in (("service_a", "a1", 300), ("service_a", "a2", 120), ("service_b", "b1", 600)):
             with cluster.connect(user=role) as service:
                 windows.append(service.execute(
-                    "SELECT * FROM randflake_lease_acquire(%s, %s)", (holder, seconds)).fetchone())
+                    "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", (holder, seconds)).fetchone())
         samples = check(3)
         assert one(samples, "randflake_app_lease_nodes_free")[1] == 7
         assert 110 < one(samples, "randflake_app_lease_soonest_end_seconds")[1] <= 120
         with cluster.connect(user="service_a") as service:
-            assert service.execute("SELECT randflake_lease_release('a2', %s)", (windows[1][0],)).fetchone()[0]
+            assert service.execute("CALL randflake_lease_release('a2', %s, NULL)", (windows[1][0],)).fetchone()[0]
         samples = check(2)
         # A released node stays unavailable for the minute an application's clock may run ahead.
         assert one(samples, "randflake_app_lease_nodes_free")[1] == 7

@@ -62,7 +62,7 @@ def test_two_masters_insert_under_load_without_a_conflict(make_cluster):
         # b stops applying a's changes for a while, as a subscription that fell behind.
         with servers["b"].connect() as conn:
             conn.execute("ALTER SUBSCRIPTION orders_from_a DISABLE")
-            time.sleep(LOAD_SECONDS / 3)
+            time.sleep(LOAD_SECONDS / 3)  # a deliberate hold: the time the subscription lags
             conn.execute("ALTER SUBSCRIPTION orders_from_a ENABLE")
 
     inserted = insert_under_load(servers, fall_behind)

@@ -88,7 +88,7 @@ def test_two_masters_replicate_through_pglogical_without_a_conflict(make_cluster
         with servers["b"].connect() as conn:
             conn.execute("SELECT pglogical.alter_subscription_disable('orders_from_a', immediate := true)")
             wait_for(lambda: subscription_states(conn)["orders_from_a"] == "disabled", 10, "the subscription to stop")
-            time.sleep(LOAD_SECONDS / 3)
+            time.sleep(LOAD_SECONDS / 3)  # a deliberate hold: the time the subscription lags
             conn.execute("SELECT pglogical.alter_subscription_enable('orders_from_a', immediate := true)")
 
     # pglogical applies each side's rows in one worker: unthrottled writers on two cores would

@@ -11,7 +11,7 @@ import time
 import psycopg
 import pytest
 
-from conftest import sql_error
+from conftest import sql_error, wait_for
 
 
 def decoded(conn: psycopg.Connection, sql: str) -> list[tuple]:
@@ -40,8 +40,13 @@ def test_ids_come_from_the_configured_range_and_running_out_is_a_clear_error(mak
         assert "randflake.node_id_min" in error.diag.message_hint
 
         # The server, the data and the ID space are intact, and a freed node is taken again.
+        second_pid = second.info.backend_pid
         second.close()
-        time.sleep(0.2)
+        wait_for(
+            lambda: not first.execute("SELECT FROM pg_stat_activity WHERE pid = %s", (second_pid,)).fetchall(),
+            10,
+            "the closed session's backend to exit",
+        )
         third.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
         rows, distinct = first.execute("SELECT count(*), count(DISTINCT id) FROM kept").fetchone()
         assert rows == distinct == 30
@@ -96,11 +101,13 @@ def test_after_a_backend_crash_during_generation_no_second_is_reused(cluster):
         )
     )
     generating.start()
-    time.sleep(1)
     with cluster.connect() as conn:
-        assert conn.execute(
-            "SELECT state FROM pg_stat_activity WHERE pid = %s", (victim_pid,)
-        ).fetchone()[0] == "active"
+        wait_for(
+            lambda: conn.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (victim_pid,)).fetchone()[0]
+            == "active",
+            10,
+            "the victim to be generating",
+        )
         high_water_before = leases(conn)[-1][2]
     os.kill(victim_pid, signal.SIGKILL)
     generating.join()
@@ -112,7 +119,7 @@ def test_after_a_backend_crash_during_generation_no_second_is_reused(cluster):
             break
         except psycopg.OperationalError:
             assert time.monotonic() < deadline, "server did not come back after the crash"
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll, with its deadline above
     assert "terminated by signal 9" in cluster.log()
     with cluster.connect() as conn:
         assert_resumed_after_high_water_mark(conn, high_water_before)

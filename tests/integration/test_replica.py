@@ -171,7 +171,7 @@ def test_a_standby_with_its_own_range_takes_over_at_once_and_never_repeats_an_id
     assert_standby_issues_nothing(standby)
 
     on_primary = start_inserters(primary, "primary")
-    time.sleep(2)
+    time.sleep(2)  # a load period: the primary issues for a while before the promotion
     if old_primary == "crashes before the promotion":
         primary.stop("immediate")
         primary_ids = stop_inserters(on_primary, server_lost=True)
@@ -180,7 +180,7 @@ def test_a_standby_with_its_own_range_takes_over_at_once_and_never_repeats_an_id
     first, waited = first_id_after_promotion(standby, limit=10)
     assert waited < 6, f"the promoted standby took {waited:.1f} s to issue its first ID"
     on_promoted = start_inserters(standby, "promoted")
-    time.sleep(2)
+    time.sleep(2)  # a load period: the promoted standby issues for a while
     promoted_ids = [first, *stop_inserters(on_promoted)]
     if old_primary == "writes on through the promotion":
         primary_ids = stop_inserters(on_primary)
@@ -226,8 +226,10 @@ def test_a_standby_with_the_same_range_waits_until_the_old_primarys_lease_has_en
     standby.start()
     assert_standby_issues_nothing(standby)
 
-    on_primary = start_inserters(primary, "primary")
-    time.sleep(3)  # more than a third of a lease: the primary has renewed its lease meanwhile
+    with primary.connect() as conn:
+        taken = status(conn)["renewed_at"]
+        on_primary = start_inserters(primary, "primary")
+        wait_for(lambda: status(conn)["renewed_at"] > taken, 30, "the primary to renew its lease")
     primary.stop("immediate")
     primary_ids = stop_inserters(on_primary, server_lost=True)
 
@@ -245,7 +247,7 @@ def test_a_standby_with_the_same_range_waits_until_the_old_primarys_lease_has_en
     # The first call waited for the lease to start (at most the old lease's remaining seconds).
     assert time.time() <= max(old_end + 1, promoted_at) + 3
     on_promoted = start_inserters(standby, "promoted")
-    time.sleep(1.5)
+    time.sleep(1.5)  # a load period: the promoted standby issues for a while
     promoted_ids = [first, *stop_inserters(on_promoted)]
 
     with standby.connect() as conn:

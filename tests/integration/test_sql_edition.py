@@ -133,7 +133,7 @@ def test_installs_as_a_database_owner_without_superuser(edition):
         assert isinstance(conn.execute("SELECT randflake_next()").fetchone()[0], int)
         for statement in ("SELECT * FROM randflake.secret", "SELECT randflake_decode(1)", "SELECT randflake_node_id(1)",
                           "SELECT randflake.subkeys()", "SELECT nextval('randflake.node_0')",
-                          "SELECT * FROM randflake_lease_acquire('x', 10)"):
+                          "CALL randflake_lease_acquire('x', 10, NULL, NULL, NULL)"):
             with pytest.raises(InsufficientPrivilege):
                 conn.execute(statement)
 
@@ -323,9 +323,10 @@ def test_node_claims_follow_sessions_that_come_and_go(edition):
 
 def test_a_forged_node_hint_is_not_followed(edition):
     """randflake_sql.node is a setting any role may set. Copied from a session that holds its
-    node, it makes the copier claim a node of its own (the lock); pointing the copier's own node
-    at another node's record, it is ignored (the tag): that record stays as it was, and the
-    copier's IDs stay unique."""
+    node, it makes the copier claim a node of its own (the lock); naming a node outside the
+    range, or garbage, it is ignored; naming a node of the range that no session holds, it is
+    used under the transaction's lock, whose record hands out each value once: the copier's
+    IDs stay in the range and unique, and the holder keeps its node."""
     cluster, _ = edition
     with cluster.connect(DATABASE, "writer") as holder, cluster.connect(DATABASE, "writer") as forger, \
             cluster.connect(DATABASE, OWNER) as owner:
@@ -342,15 +343,15 @@ def test_a_forged_node_hint_is_not_followed(edition):
         made = twenty(forger)
         (own,) = nodes_of(made)
         assert own != held
-
-        node, _, tag = forger.execute("SHOW randflake_sql.node").fetchone()[0].split("/")
-        other = 63 if own != 63 else 62
-        before = owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone()
-        record = owner.execute("SELECT %s::regclass::oid", (f"randflake.node_{other}",)).fetchone()[0]
-        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (f"{node}/{record}/{tag}",))
+        for forged in ("150", "64", "-1", "1/2/3", "x", "9999999"):
+            forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (forged,))
+            batch = twenty(forger)
+            assert nodes_of(batch) <= set(range(64)) - {held}, forged
+            made += batch
+        free = next(n for n in range(63, -1, -1) if n not in (held, own))
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (str(free),))
         made += twenty(forger)
-        assert owner.execute("SELECT last_value FROM randflake.node_%s" % other).fetchone() == before
-        assert nodes_of(made) == {own} and len(set(made)) == len(made)
+        assert nodes_of(made) <= set(range(64)) - {held} and len(set(made)) == len(made)
         assert nodes_of(twenty(holder)) == {held}
 
 
@@ -381,8 +382,14 @@ def test_clock_stepped_back_is_refused_and_exhaustion_moves_node(make_cluster, f
         first = conn.execute("SELECT randflake_next()").fetchone()[0]
         node = owner.execute("SELECT randflake_node_id(%s)", (first,)).fetchone()[0]
         clock.set(-30)
-        with pytest.raises(ObjectNotInPrerequisiteState, match=r"clock is \d+ s behind second \d+, which node"):
+        with pytest.raises(ObjectNotInPrerequisiteState, match=r"clock is \d+ s behind second \d+, which"):
             conn.execute("SELECT randflake_next()")
+        # A new session, which would claim a node never used in the later second, refuses too:
+        # the database's high-water second, as the native extension refuses any second behind
+        # the latest its server used.
+        with cluster.connect(DATABASE, "writer") as fresh:
+            with pytest.raises(ObjectNotInPrerequisiteState, match=r"which this database has already used"):
+                fresh.execute("SELECT randflake_next()")
         clock.set(0)
         again = conn.execute("SELECT randflake_next()").fetchone()[0]
         assert owner.execute("SELECT randflake_node_id(%s)", (again,)).fetchone() == (node,)
@@ -472,31 +479,81 @@ def test_behind_pgbouncer_in_transaction_mode(edition):
         process.wait(10)
 
 
+ACQUIRE = "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)"
+EXTEND = "CALL randflake_lease_extend(%s, %s, %s, NULL, NULL, NULL)"
+RELEASE = "CALL randflake_lease_release(%s, %s, NULL)"
+
+
 def test_application_leases_with_the_reference_port(edition):
+    """The native procedures' API: CALL in autocommit mode, the window straight into the
+    reference port's Lease; a second release of one lease fails with 55000."""
     cluster, secret_hex = edition
-    with cluster.connect(DATABASE) as conn:
-        conn.execute("GRANT EXECUTE ON FUNCTION randflake_lease_acquire(text, integer), "
-                     "randflake_lease_extend(text, integer, integer), randflake_lease_release(text, integer) TO svc")
+    with cluster.connect(DATABASE, OWNER) as conn:
+        conn.execute("SELECT randflake.grant_application_leases('svc')")
     with cluster.connect(DATABASE, "svc") as conn:
-        node, start, end = conn.execute("SELECT * FROM randflake_lease_acquire('api@host:1', 30)").fetchone()
+        node, start, end = conn.execute(ACQUIRE, ("api@host:1", 30)).fetchone()
         assert 100 <= node <= 199 and end == start + 30
         generator = Generator(Config(lease=Lease(node, start, end), secret=bytes.fromhex(secret_hex)))
         made = [generator.generate() for _ in range(500)]
-        row = conn.execute("SELECT * FROM randflake_lease_extend('api@host:1', %s, 600)", (node,)).fetchone()
+        row = conn.execute(EXTEND, ("api@host:1", node, 600)).fetchone()
         assert row[:2] == (node, start) and row[2] >= end
         generator.extend_lease(Lease(*row))
-        other = conn.execute("SELECT * FROM randflake_lease_acquire('api@host:2', 30)").fetchone()
+        other = conn.execute(ACQUIRE, ("api@host:2", 30)).fetchone()
         assert other[0] != node
-        assert conn.execute("SELECT randflake_lease_release('api@host:1', %s)", (node,)).fetchone() == (True,)
+        assert conn.execute(RELEASE, ("api@host:1", node)).fetchone() == (True,)
         with pytest.raises(ObjectNotInPrerequisiteState):
-            conn.execute("SELECT * FROM randflake_lease_extend('api@host:1', %s, 600)", (node,))
-        conn.execute("SELECT randflake_lease_release('api@host:2', %s)", (other[0],))
+            conn.execute(EXTEND, ("api@host:1", node, 600))
+        with pytest.raises(ObjectNotInPrerequisiteState, match="holds no lease"):
+            conn.execute(RELEASE, ("api@host:1", node))
+        conn.execute(RELEASE, ("api@host:2", other[0]))
     with cluster.connect(DATABASE, OWNER) as conn:
         decoded = conn.execute(
             "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (made,)).fetchall()
         assert decoded == [(node,)]
         assert conn.execute("SELECT holder FROM randflake.node_leases WHERE first_node = %s", (node,)).fetchone() == (
             "released/svc/api@host:1",)
+
+
+def test_lease_procedures_refuse_a_transaction_they_do_not_own(edition):
+    """A lease is returned only once the procedure committed it itself: after the writes of a
+    pipeline's earlier statements (25001, as native), inside BEGIN and in a query string of
+    several statements, which PostgreSQL runs atomically (2D000, its own refusal of the
+    procedure's first COMMIT), nothing is leased or committed.
+    A pipeline whose CALL opens the transaction gets a lease that a later error in the same
+    pipeline does not take back."""
+    cluster, _ = edition
+    with cluster.connect(DATABASE, OWNER) as conn:
+        conn.execute("SELECT randflake.grant_application_leases('svc')")
+        conn.execute("CREATE TABLE IF NOT EXISTS lease_pipeline_log (note text)")
+        conn.execute("GRANT INSERT, SELECT ON lease_pipeline_log TO svc")
+
+    def leases_of(holder: str) -> int:
+        with cluster.connect(DATABASE, OWNER) as owner:
+            return owner.execute("SELECT count(*) FROM randflake.node_leases WHERE holder = %s",
+                                 (f"app/svc/{holder}",)).fetchone()[0]
+
+    with cluster.connect(DATABASE, "svc") as conn:
+        with pytest.raises(psycopg.errors.InvalidTransactionTermination):
+            with conn.transaction():
+                conn.execute(ACQUIRE, ("in-block", 30))
+        with pytest.raises(psycopg.errors.ActiveSqlTransaction, match="would commit what the statements before"):
+            with conn.pipeline():
+                conn.execute("INSERT INTO lease_pipeline_log VALUES ('before')")
+                conn.execute(ACQUIRE, ("in-pipeline", 30))
+        with pytest.raises(psycopg.errors.InvalidTransactionTermination):
+            conn.execute(f"{ACQUIRE % (repr('multi'), 30)}; SELECT 1", prepare=False)
+        assert [leases_of(h) for h in ("in-block", "in-pipeline", "multi")] == [0, 0, 0]
+        assert conn.execute("SELECT count(*) FROM lease_pipeline_log").fetchone() == (0,)
+
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with conn.pipeline():
+                leased = conn.execute(ACQUIRE, ("first-in-pipeline", 30))
+                conn.execute("INSERT INTO lease_pipeline_log VALUES ('after')")
+                conn.execute("SELECT 1 / 0")
+        node = leased.fetchone()[0]
+        assert leases_of("first-in-pipeline") == 1
+        assert conn.execute("SELECT count(*) FROM lease_pipeline_log").fetchone() == (0,)
+        assert conn.execute(RELEASE, ("first-in-pipeline", node)).fetchone() == (True,)
 
 
 def test_the_secret_is_never_in_statements_activity_or_the_log(make_cluster):

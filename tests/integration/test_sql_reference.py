@@ -33,13 +33,16 @@ def privileges(description: dict, privilege: str) -> str:
 
 def render_function(function: dict, extension_schema: str) -> list[str]:
     name = function["name"] if function["schema"] == extension_schema else f"{function['schema']}.{function['name']}"
+    if function["procedure"]:
+        kind = ["- A procedure: `CALL` it, alone; its OUT parameters come back as one row"]
+    else:
+        kind = [f"- Returns: `{function['result']}`", f"- Attributes: {function['attributes']}"]
     return [
         f"### `{name}({function['arguments']})`",
         "",
         function["comment"] or "",
         "",
-        f"- Returns: `{function['result']}`",
-        f"- Attributes: {function['attributes']}",
+        *kind,
         f"- EXECUTE: {privileges(function, 'EXECUTE')}",
         "",
     ]
@@ -156,7 +159,7 @@ def render(conn: psycopg.Connection) -> str:
         "settings the preloaded library defines, by `tests/integration/test_sql_reference.py`; `make test`",
         "fails when this file and the installed extension disagree, and `make docs` rewrites it.",
         "",
-        "## Functions",
+        "## Functions and procedures",
         "",
     ]
     schema = extension["schema"]
