@@ -155,7 +155,7 @@ class Bench:
         self.args = args
         self.results: dict = {"settings": {}, "per_call": {}, "single_statement": {}, "decoding": {}, "bulk": {},
                               "pgbench": {}, "connections": {}, "first_call": {},
-                              "many_clients": {}, "sql_edition": {}}
+                              "many_clients": {}, "sql_edition": {}, "key_edge": {}}
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(host=self.args.host, port=self.args.port, user="postgres", dbname="postgres",
@@ -251,6 +251,43 @@ class Bench:
         for name in BULK:
             self.results["bulk"][name] = {"rows": n, "seconds": summary(seconds[name]),
                                           "index_bytes": summary([float(s) for s in sizes[name]])}
+
+    def key_edge(self, conn: psycopg.Connection) -> None:
+        """randflake_key at the edge against bigint, over the same --edge-rows IDs: ns per row of
+        COPY ... TO '/dev/null' on the server (each key encrypted and printed as its string, each
+        bigint as its decimal; no client, whose share would be the same for both), and pgbench point lookups by the canonical string through the primary key
+        (the key parses and decrypts it by its implicit cast; the bigint column looks up
+        randflake_from_string() of it, which does the same work). The strings come from a table
+        by a random row number, in a subquery that both lookups share."""
+        n = self.args.edge_rows
+        conn.execute("DROP TABLE IF EXISTS bench.edge_key, bench.edge_bigint, bench.edge_strings")
+        conn.execute(f"CREATE TABLE bench.edge_key AS SELECT randflake_next_key() AS id FROM generate_series(1, {n})")
+        conn.execute("CREATE TABLE bench.edge_bigint AS SELECT id::bigint AS id FROM bench.edge_key")
+        conn.execute("CREATE TABLE bench.edge_strings AS SELECT row_number() OVER () AS n, id::text AS s "
+                     "FROM bench.edge_key ORDER BY random()")
+        for table in ["edge_key", "edge_bigint"]:
+            conn.execute(f"ALTER TABLE bench.{table} ADD PRIMARY KEY (id)")
+        conn.execute("ALTER TABLE bench.edge_strings ADD PRIMARY KEY (n)")
+        conn.execute("VACUUM ANALYZE bench.edge_key, bench.edge_bigint, bench.edge_strings")
+        contenders = {"randflake_key": "bench.edge_key", "bigint": "bench.edge_bigint"}
+        string = "(SELECT s FROM bench.edge_strings WHERE n = :n)"
+        scripts = pathlib.Path(tempfile.mkdtemp(prefix="randflake_bench_edge_"))
+        lookups = {"randflake_key": f"SELECT 1 FROM bench.edge_key WHERE id = {string};",
+                   "bigint": f"SELECT 1 FROM bench.edge_bigint WHERE id = randflake_from_string({string});"}
+        paths = {}
+        for name, statement in lookups.items():
+            paths[name] = scripts / f"lookup_{name}.sql"
+            paths[name].write_text(f"\\set n random(1, {n})\n{statement}\n")
+        copy_ns: dict[str, list[float]] = {name: [] for name in contenders}
+        lookup_tps: dict[str, list[float]] = {name: [] for name in contenders}
+        for round_number in range(self.args.rounds):
+            for name in rotated(list(contenders), round_number):
+                copy_ns[name].append(timed(conn, f"COPY {contenders[name]} TO '/dev/null'") / n * 1e9)
+                lookup_tps[name].append(self.run_pgbench(paths[name], 1))
+        conn.execute("DROP TABLE bench.edge_key, bench.edge_bigint, bench.edge_strings")
+        for name in contenders:
+            self.results["key_edge"][name] = {"rows": n, "copy_out_ns_per_row": summary(copy_ns[name]),
+                                              "lookup_by_string_tps": summary(lookup_tps[name])}
 
     def pgbench(self, conn: psycopg.Connection) -> None:
         scripts = pathlib.Path(tempfile.mkdtemp(prefix="randflake_bench_"))
@@ -653,10 +690,31 @@ def report(results: dict) -> list[tuple[str, bool, str]]:
     targets += report_connections(results)
     targets += report_many_clients(results)
     targets += report_sql_edition(results)
+    targets += report_key_edge(results)
     print("\n== Targets")
     for name, met, figures in targets:
         print(f"  [{'met' if met else 'MISSED'}] {name}: {figures}")
     return targets
+
+
+def report_key_edge(results: dict) -> list[tuple[str, bool, str]]:
+    edge = results["key_edge"]
+    if not edge:
+        return []
+    key, bigint = edge["randflake_key"], edge["bigint"]
+    print(f"\n== randflake_key at the edge against bigint, {key['rows']:,} IDs: COPY ... TO '/dev/null' per row, and "
+          "point lookups by the canonical string (pgbench -M prepared, 1 client)")
+    print(f"  {'column':15} {'COPY ns/row':>22} {'lookups tps':>26}")
+    for name, entry in edge.items():
+        print(f"  {name:15} {fmt_spread(entry['copy_out_ns_per_row'], digits=1):>22} "
+              f"{fmt_spread(entry['lookup_by_string_tps']):>26}")
+    copy = ratio(key["copy_out_ns_per_row"], bigint["copy_out_ns_per_row"])
+    # Time per lookup is the inverse of tps: bigint's tps over the key's.
+    lookup = ratio(bigint["lookup_by_string_tps"], key["lookup_by_string_tps"])
+    return [("randflake_key's COPY ... TO per row <= 1.5x bigint's", copy <= 1.5,
+             f"{fmt_ratio(key['copy_out_ns_per_row'], bigint['copy_out_ns_per_row'])}x"),
+            ("randflake_key's point lookup by string <= 1.5x bigint's time", lookup <= 1.5,
+             f"{fmt_ratio(bigint['lookup_by_string_tps'], key['lookup_by_string_tps'])}x")]
 
 
 def report_sql_edition(results: dict) -> list[tuple[str, bool, str]]:
@@ -815,6 +873,10 @@ def write_outputs(results: dict, directory: pathlib.Path) -> None:
                     share = shared_lock_share(merged_waits(runs))
                     writer.writerow([f"many_clients_{part}", name, f"shared_lock_wait_share_{clients}_clients",
                                      share, share, share])
+        for name, entry in results["key_edge"].items():
+            for metric in ["copy_out_ns_per_row", "lookup_by_string_tps"]:
+                writer.writerow(["key_edge", name, metric, entry[metric]["median"], entry[metric]["min"],
+                                 entry[metric]["max"]])
         for name, entry in results["sql_edition"].items():
             for metric in ["ns_per_id", f"insert_tps_{EDITION_CLIENTS}_clients"]:
                 writer.writerow(["sql_edition", name, metric, entry[metric]["median"], entry[metric]["min"],
@@ -863,6 +925,8 @@ def main() -> None:
     parser.add_argument("--decode-rows", type=int, default=1_000_000)
     parser.add_argument("--bulk-rows", type=int, default=10_000_000)
     parser.add_argument("--bulk-rounds", type=int, default=2)
+    parser.add_argument("--edge-rows", type=int, default=1_000_000,
+                        help="randflake_key and bigint IDs of the key_edge step (COPY out, lookups by string)")
     parser.add_argument("--pgbench-seconds", type=int, default=3)
     parser.add_argument("--pgbench-rounds", type=int, default=5,
                         help="rounds of every pgbench point; more rounds narrow the reported spread")
@@ -883,7 +947,7 @@ def main() -> None:
                         help="rows of the SQL edition's per-ID statement (each row makes 10 IDs)")
     parser.add_argument("--steps", nargs="+", default=None,
                         help="run only these steps (per_call single_statement decoding bulk pgbench connections "
-                             "first_call many_clients sql_edition); the report shows what ran")
+                             "first_call many_clients sql_edition key_edge); the report shows what ran")
     args = parser.parse_args()
 
     bench = Bench(args)
@@ -894,7 +958,7 @@ def main() -> None:
         bench.describe(conn)
         conn.execute("SELECT randflake_next()")  # the node and the start-up second, out of the timings
         steps = [bench.per_call, bench.single_statement, bench.decoding, bench.bulk, bench.pgbench,
-                 bench.connections, bench.first_call, bench.many_clients, bench.sql_edition]
+                 bench.connections, bench.first_call, bench.many_clients, bench.sql_edition, bench.key_edge]
         for step in steps:
             if args.steps and step.__name__ not in args.steps:
                 continue

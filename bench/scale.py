@@ -3,8 +3,8 @@
 do about it.
 
 One cluster of its own (tests/scratch-cluster.sh) with deliberately small shared_buffers. One
-table per key (identity bigint, randflake_next(), gen_random_uuid(), and uuidv7() on PostgreSQL
-18) is grown in steps, all to the same row count, until the indexes of both random keys
+table per key (identity bigint, randflake_next(), randflake_next_key() in a randflake_key column,
+a uniformly random bigint, gen_random_uuid(), and uuidv7() on PostgreSQL 18) is grown in steps, all to the same row count, until the indexes of both random keys
 (randflake_next() and gen_random_uuid()) are at least --steps' largest multiple of
 shared_buffers. At each step every key gets a measured interval of single-row INSERTs from
 pgbench, the keys taking turns in an order that rotates from step to step and round to round, so
@@ -78,6 +78,13 @@ class Key:
 
 IDENTITY = Key("identity bigint", "identity", "bigint", None)
 RANDFLAKE = Key("randflake_next()", "randflake", "bigint", "randflake_next()")
+# The ordered key: the plain value on disk, the encrypted ID at the edge (docs/ordered-keys.md).
+RANDFLAKE_KEY = Key("randflake_next_key()", "randflake_key", "randflake_key", "randflake_next_key()")
+# The physical limit of any unpredictable 8-byte key stored as itself: 64 uniformly random bits
+# (two draws of 32, as random() has 52 bits; << wraps into the sign bit), which randflake_next()
+# as bigint should match.
+RANDOM_BIGINT = Key("random bigint", "random", "bigint",
+                    "(floor(random() * 2^32)::bigint << 32) | floor(random() * 2^32)::bigint")
 UUID4 = Key("gen_random_uuid()", "uuid4", "uuid", "gen_random_uuid()")
 UUID7 = Key("uuidv7()", "uuid7", "uuid", "uuidv7()")
 
@@ -177,7 +184,8 @@ class Scale:
                 self.prewarm = False
             wait_for_lease(conn)
             self.version = conn.info.server_version
-            self.keys = [IDENTITY, RANDFLAKE, UUID4] + ([UUID7] if self.version >= 180000 else [])
+            self.keys = [IDENTITY, RANDFLAKE, RANDFLAKE_KEY, RANDOM_BIGINT, UUID4] + (
+                [UUID7] if self.version >= 180000 else [])
             self.shared_buffers = parse_size(conn.execute("SHOW shared_buffers").fetchone()[0])
             self.describe(conn)
 
@@ -708,7 +716,7 @@ def ratio_text(values: list[float]) -> str:
 
 
 def key_names(data: dict) -> list[str]:
-    names = [IDENTITY.name, RANDFLAKE.name, UUID4.name, UUID7.name]
+    names = [IDENTITY.name, RANDFLAKE.name, RANDFLAKE_KEY.name, RANDOM_BIGINT.name, UUID4.name, UUID7.name]
     present = set(data["steps"][0]["runs"]) if data.get("steps") else set()
     return [name for name in names if name in present]
 
@@ -731,7 +739,7 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
         print(f"\n== Single-row INSERTs as the tables grow: pgbench -M prepared, {settings['clients']} clients; "
               "tps median [min..max]; ratios are per-round paired medians; shared_buffers "
               f"{sb / MB:,.0f} MB")
-        print(f"  {'rows':>12} {'key':18} {'index MB':>9} {'x sb':>6} {'tps':>24} {'x identity':>18} "
+        print(f"  {'rows':>12} {'key':20} {'index MB':>9} {'x sb':>6} {'tps':>24} {'x identity':>18} "
               f"{'WAL B/row':>10} {'FPI/row':>8}")
         for step in steps:
             runs = step["runs"]
@@ -740,7 +748,7 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
                     continue
                 entries = runs[name]
                 index_mb = entries[-1]["index_bytes"] / MB
-                print(f"  {step['rows']:>12,} {name:18} {index_mb:>9,.0f} {entries[-1]['index_bytes'] / sb:>6.1f} "
+                print(f"  {step['rows']:>12,} {name:20} {index_mb:>9,.0f} {entries[-1]['index_bytes'] / sb:>6.1f} "
                       f"{spread([e['tps'] for e in entries]):>24} "
                       f"{ratio_text(paired_ratios(entries, runs[IDENTITY.name], 'tps')):>18} "
                       f"{median([e['wal_bytes_per_row'] for e in entries]):>10,.0f} "
@@ -761,7 +769,7 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
               f"clients, {settings['lookup_seconds']} s per round; keys drawn at random from a sample of "
               f"{lookups['keys']:,}: 'uniform' sampled from the whole table (TABLESAMPLE BERNOULLI), 'recent' from the "
               f"newest {lookups['recent_fraction']:.0%} of the heap")
-        print(f"  {'key':18} {'rows':>12} " + " ".join(f"{pattern + ' tps':>24} {'x identity':>18}" for pattern in LOOKUP_PATTERNS))
+        print(f"  {'key':20} {'rows':>12} " + " ".join(f"{pattern + ' tps':>24} {'x identity':>18}" for pattern in LOOKUP_PATTERNS))
         for name in names:
             cells = []
             for pattern in LOOKUP_PATTERNS:
@@ -769,7 +777,7 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
                 if name in runs:
                     cells.append(f"{spread([r['tps'] for r in runs[name]]):>24} "
                                  f"{ratio_text(paired_ratios(runs[name], runs[IDENTITY.name], 'tps')):>18}")
-            print(f"  {name:18} {lookups['rows'].get(name, 0):>12,} " + " ".join(cells))
+            print(f"  {name:20} {lookups['rows'].get(name, 0):>12,} " + " ".join(cells))
     targets += report_remedies(data, names, sb)
     print("\n== Targets")
     for name, met, figures in targets:
@@ -827,12 +835,12 @@ def report_remedies(data: dict, names: list[str], sb: int) -> list[tuple[str, bo
         method = compression["method"]
         off, on = compression["runs"]["off"], compression["runs"].get(method, {})
         print(f"\n== Remedy: wal_compression = {method}, on the grown tables (single-row INSERTs as above)")
-        print(f"  {'key':18} {'tps off':>22} {'tps ' + method:>22} {'x off':>18} {'x identity, ' + method:>20} "
+        print(f"  {'key':20} {'tps off':>22} {'tps ' + method:>22} {'x off':>18} {'x identity, ' + method:>20} "
               f"{'WAL B/row off':>14} {'WAL B/row ' + method:>14}")
         for name in names:
             if name not in on:
                 continue
-            print(f"  {name:18} {spread([r['tps'] for r in off[name]]):>22} {spread([r['tps'] for r in on[name]]):>22} "
+            print(f"  {name:20} {spread([r['tps'] for r in off[name]]):>22} {spread([r['tps'] for r in on[name]]):>22} "
                   f"{ratio_text(paired_ratios(on[name], off[name], 'tps')):>18} "
                   f"{ratio_text(paired_ratios(on[name], on[IDENTITY.name], 'tps')):>20} "
                   f"{median([r['wal_bytes_per_row'] for r in off[name]]):>14,.0f} "
@@ -842,12 +850,12 @@ def report_remedies(data: dict, names: list[str], sb: int) -> list[tuple[str, bo
         small, large = larger["runs"]["small"], larger["runs"]["large"]
         print(f"\n== Remedy: shared_buffers = {larger['size']} against {sb / MB:,.0f} MB, on the grown tables, "
               "the index prewarmed (as far as it fits) before each interval, both sizes in each round")
-        print(f"  {'key':18} {'tps small':>22} {'tps large':>22} {'large / small':>18} {'x identity, large':>18} "
+        print(f"  {'key':20} {'tps small':>22} {'tps large':>22} {'large / small':>18} {'x identity, large':>18} "
               f"{'WAL B/row small':>16} {'WAL B/row large':>16}")
         for name in names:
             if name not in large:
                 continue
-            print(f"  {name:18} {spread([r['tps'] for r in small[name]]):>22} {spread([r['tps'] for r in large[name]]):>22} "
+            print(f"  {name:20} {spread([r['tps'] for r in small[name]]):>22} {spread([r['tps'] for r in large[name]]):>22} "
                   f"{ratio_text(paired_ratios(large[name], small[name], 'tps')):>18} "
                   f"{ratio_text(paired_ratios(large[name], large[IDENTITY.name], 'tps')):>18} "
                   f"{median([r['wal_bytes_per_row'] for r in small[name]]):>16,.0f} "
@@ -857,10 +865,10 @@ def report_remedies(data: dict, names: list[str], sb: int) -> list[tuple[str, bo
         runs = batch["runs"]
         print(f"\n== Remedy: a batch of {batch['rows']:,} rows added to each grown table in one INSERT ... SELECT, "
               "as generated or sorted by key (ORDER BY id)")
-        print(f"  {'key':18} {'recipe':10} {'seconds':>22} {'x its plain':>12} {'x identity':>11} {'WAL MB':>8} "
+        print(f"  {'key':20} {'recipe':10} {'seconds':>22} {'x its plain':>12} {'x identity':>11} {'WAL MB':>8} "
               f"{'FPI/row':>8}")
         for name, recipe, entries, own, identity in loads(runs, names, ["plain", "key order"]):
-            print(f"  {name:18} {recipe:10} {spread([r['seconds'] for r in entries], 1):>22} {own:>12.2f} "
+            print(f"  {name:20} {recipe:10} {spread([r['seconds'] for r in entries], 1):>22} {own:>12.2f} "
                   f"{identity:>11.2f} {median([r['wal_bytes'] for r in entries]) / MB:>8,.0f} "
                   f"{median([r['fpi'] for r in entries]) / batch['rows']:>8.2f}")
     bulk = data.get("bulk", {})
@@ -868,11 +876,11 @@ def report_remedies(data: dict, names: list[str], sb: int) -> list[tuple[str, bo
         runs = bulk["runs"]
         print(f"\n== Remedy: bulk loads of {bulk['rows']:,} rows into a fresh table (one INSERT ... SELECT; "
               "the index-after-load time includes ALTER TABLE ... ADD PRIMARY KEY)")
-        print(f"  {'key':18} {'recipe':17} {'seconds':>22} {'x its plain':>12} {'x identity plain':>17} "
+        print(f"  {'key':20} {'recipe':17} {'seconds':>22} {'x its plain':>12} {'x identity plain':>17} "
               f"{'index MB':>9} {'WAL MB':>8}")
         recipes = []
         for name, recipe, entries, own, identity in loads(runs, names, ["plain", "key order", "index after load"]):
-            print(f"  {name:18} {recipe:17} {spread([r['seconds'] for r in entries], 1):>22} {own:>12.2f} "
+            print(f"  {name:20} {recipe:17} {spread([r['seconds'] for r in entries], 1):>22} {own:>12.2f} "
                   f"{identity:>17.2f} {median([r['index_bytes'] for r in entries]) / MB:>9,.0f} "
                   f"{median([r['wal_bytes'] for r in entries]) / MB:>8,.0f}")
             if name == RANDFLAKE.name and recipe != "plain":
@@ -887,14 +895,14 @@ def report_remedies(data: dict, names: list[str], sb: int) -> list[tuple[str, bo
         print(f"\n== Remedy: fillfactor of an index built after a bulk load of {fill['rows']:,} rows (REINDEX at that "
               f"fillfactor), then {fill['inserted']:,} rows added in one INSERT ... SELECT from a CHECKPOINT on; "
               "ratios are per round")
-        print(f"  {'key':18} {'fillfactor':>10} {'index MB built':>15} {'index MB after':>15} {'rows/s':>22} "
+        print(f"  {'key':20} {'fillfactor':>10} {'index MB built':>15} {'index MB after':>15} {'rows/s':>22} "
               f"{'x fillfactor ' + factors[0]:>17} {'x identity':>18} {'WAL B/row':>10} {'FPI/row':>8}")
         for name in names:
             for fillfactor, by_key in fill["runs"].items():
                 if name not in by_key:
                     continue
                 entries = by_key[name]
-                print(f"  {name:18} {fillfactor:>10} {median([r['index_bytes_built'] for r in entries]) / MB:>15,.0f} "
+                print(f"  {name:20} {fillfactor:>10} {median([r['index_bytes_built'] for r in entries]) / MB:>15,.0f} "
                       f"{median([r['index_bytes'] for r in entries]) / MB:>15,.0f} "
                       f"{spread([r['rows_per_second'] for r in entries]):>22} "
                       f"{ratio_text(paired_ratios(entries, fill['runs'][factors[0]][name], 'rows_per_second')):>17} "
@@ -1032,7 +1040,8 @@ def main() -> None:
                         help="the larger shared_buffers remedy (auto: 1.5x the largest index, rounded up to a power of two)")
     parser.add_argument("--load-work-mem", default="256MB", help="work_mem of the key-order load's sort")
     parser.add_argument("--load-maintenance-work-mem", default="1GB", help="maintenance_work_mem of index builds")
-    parser.add_argument("--load-keys", nargs="+", default=["identity", "randflake", "uuid4", "uuid7"],
+    parser.add_argument("--load-keys", nargs="+", default=["identity", "randflake", "randflake_key", "random", "uuid4",
+                                                           "uuid7"],
                         help="the keys of the bulk-load and fillfactor phases (each load takes minutes at 8x)")
     parser.add_argument("--fillfactors", type=int, nargs="+", default=[90, 70])
     parser.add_argument("--fillfactor-growth", type=float, default=0.15,

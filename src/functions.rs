@@ -112,9 +112,11 @@ fn decrypted(id: i64) -> Parts {
     secret::with_cipher(|cipher| cipher.decrypt(id)).unwrap_or_else(|error| error.raise())
 }
 
-/// The parts of a `randflake_key`: `randflake_decode()` and the accessors on one, which need
-/// no cipher (the key holds the plain value) but reveal as much, so their EXECUTE is revoked
-/// from PUBLIC like the bigint versions'. Declared in sql/randflake_pg--0.5.0--0.6.0.sql.
+/// The parts of a `randflake_key`: `randflake_key_decode()` and its accessors, which need no
+/// cipher (the key holds the plain value) but reveal as much as `randflake_decode()`, so their
+/// EXECUTE is revoked from PUBLIC like its. Named apart rather than overloading the decoders, so
+/// that a decoder called with an untyped argument still has one reading. Declared in
+/// sql/randflake_pg--0.5.0--0.6.0.sql.
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn randflake_key_decode(
     key: i64,

@@ -49,6 +49,9 @@ packages+=(pgbouncer)
 command -v npm >/dev/null || packages+=(nodejs npm)
 # pglogical 2 runs the PostgreSQL 15 multi-master test (tests/integration/test_multimaster_pglogical.py).
 [ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15-pglogical)
+# pg_partman 4.7, whose refusal of a randflake_key control column tests/integration/test_ordered_key.py
+# checks (docs/ordered-keys.md says why the key's partitions are kept by a function instead).
+[ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15-partman)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

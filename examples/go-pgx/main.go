@@ -1,5 +1,6 @@
 // Command go-pgx is the pgx recipe of docs/clients.md: it inserts rows keyed by randflake_next(),
-// reads them back by ID and by string, and decodes them as a role allowed to.
+// reads them back by ID and by string, and decodes them as a role allowed to; and does the same
+// with a randflake_key column, whose value pgx reads and writes as the canonical string.
 //
 // It connects with the libpq environment variables (PGHOST, PGPORT, PGDATABASE, PGUSER: the
 // application's role); RANDFLAKE_AUDITOR names the role that was granted EXECUTE on
@@ -34,10 +35,19 @@ type decodedID struct {
 	Sequence    int32 `json:"sequence"`
 }
 
+// A randflake_key is the canonical string in Go: pgx knows no such type, so it reads the text
+// form into a string and sends a string parameter as text. Public is the same ID as a bigint.
+type keyedRow struct {
+	Note   string `json:"note"`
+	ID     string `json:"id"`
+	Public int64  `json:"public,string"`
+}
+
 type report struct {
 	Rows         []orderRow  `json:"rows"`
 	DecodeDenied string      `json:"decodeDenied"`
 	Decoded      []decodedID `json:"decoded"`
+	Keyed        []keyedRow  `json:"keyed"`
 }
 
 const orderCount = 20
@@ -123,5 +133,41 @@ func run(ctx context.Context) error {
 		decoded.UnixSeconds = made.Unix()
 		out.Decoded = append(out.Decoded, decoded)
 	}
+	if out.Keyed, err = keyedRows(ctx, app); err != nil {
+		return err
+	}
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// keyedRows inserts rows keyed by randflake_next_key() and reads each back by its string and by
+// its bigint. An int64 parameter is cast to bigint in the SQL: sent untyped, its decimal text
+// would be parsed as a canonical string.
+func keyedRows(ctx context.Context, app *pgx.Conn) ([]keyedRow, error) {
+	_, err := app.Exec(ctx, `CREATE TABLE IF NOT EXISTS keyed_orders (
+		id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text NOT NULL)`)
+	if err != nil {
+		return nil, err
+	}
+	var rows []keyedRow
+	for i := 0; i < orderCount; i++ {
+		row := keyedRow{Note: fmt.Sprintf("go keyed %d", i)}
+		err := app.QueryRow(ctx, "INSERT INTO keyed_orders (note) VALUES ($1) RETURNING id, id::bigint",
+			row.Note).Scan(&row.ID, &row.Public)
+		if err != nil {
+			return nil, err
+		}
+		var byString, byPublic string
+		if err := app.QueryRow(ctx, "SELECT note FROM keyed_orders WHERE id = $1", row.ID).Scan(&byString); err != nil {
+			return nil, fmt.Errorf("reading %s back by string: %w", row.ID, err)
+		}
+		err = app.QueryRow(ctx, "SELECT id FROM keyed_orders WHERE id = $1::bigint", row.Public).Scan(&byPublic)
+		if err != nil {
+			return nil, fmt.Errorf("reading %d back by bigint: %w", row.Public, err)
+		}
+		if byString != row.Note || byPublic != row.ID {
+			return nil, fmt.Errorf("key %s read back as (%q, %s)", row.ID, byString, byPublic)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }

@@ -46,3 +46,22 @@ class RandflakeTimestamp(models.Func):
     function = "randflake_timestamp"
     arity = 1
     output_field = models.DateTimeField()
+
+
+class RandflakeKeyField(models.Field):
+    """A randflake_key column: the canonical string in Python (psycopg reads the type's text form),
+    the plain value on disk, so that the index follows creation time. A string compares with it
+    directly; an int must be cast: `filter(pk=Cast(Value(public_id), models.BigIntegerField()))`."""
+
+    description = "A Randflake ID ordered on disk, shown as its canonical string"
+
+    def db_type(self, connection):
+        return "randflake_key"
+
+
+class RandflakeNextKey(models.Func):
+    """randflake_next_key(): a new randflake_key, for `db_default`."""
+
+    function = "randflake_next_key"
+    arity = 0
+    output_field = RandflakeKeyField()

@@ -16,6 +16,7 @@ pub mod message;
 pub mod parse_tree;
 pub mod procedure;
 pub mod shmem;
+mod sortsupport;
 pub mod statement;
 pub mod timeout;
 pub mod transaction;

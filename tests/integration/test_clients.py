@@ -10,7 +10,9 @@ the server, asked separately as superuser, says about the same IDs.
 Recipes: Django (`db_default`, the key set from RETURNING), SQLAlchemy 2 (`server_default`,
 RETURNING), psycopg 3 in text and binary mode (binary cursors, COPY BINARY, the wire bytes),
 node-postgres (examples/node: BigInt or string, never Number; the JSON round trip of
-examples/node/test/) and Go with pgx v4 (examples/go-pgx, built from Debian's packages).
+examples/node/test/) and Go with pgx v4 (examples/go-pgx, built from Debian's packages). Each
+also keys a table by randflake_key (`keyed_orders`) and reads and writes the key as the canonical
+string, checked against the server's id::text and id::bigint.
 """
 
 from __future__ import annotations
@@ -106,6 +108,17 @@ def unix(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
+def check_keyed_rows(server: Cluster, dbname: str, keyed: dict[str, str]) -> dict[str, int]:
+    """The keys a client read (canonical string -> note) are every row of keyed_orders, each
+    exactly as the server prints it; returns each key's public ID as the server casts it."""
+    with server.connect(dbname) as conn:
+        rows = conn.execute("SELECT id::text, note, id::bigint, randflake_to_string(id::bigint) FROM keyed_orders"
+                            ).fetchall()
+    assert {text: note for text, note, _, _ in rows} == keyed
+    assert all(text == canonical for text, _, _, canonical in rows)
+    return {text: public for text, _, public, _ in rows}
+
+
 # --- Django ---------------------------------------------------------------------------------------
 
 
@@ -116,7 +129,7 @@ def django_models(server: Cluster, dbname: str):
     from django.conf import settings
     from django.db import models
 
-    from randflake_django import RandflakeNext
+    from randflake_django import RandflakeKeyField, RandflakeNext, RandflakeNextKey
 
     database = {"ENGINE": "django.db.backends.postgresql", "HOST": str(server.dir), "PORT": server.port,
                 "NAME": dbname}
@@ -135,7 +148,15 @@ def django_models(server: Cluster, dbname: str):
             app_label = "shop"
             db_table = "orders"
 
-    return Order
+    class KeyedOrder(models.Model):
+        id = RandflakeKeyField(primary_key=True, db_default=RandflakeNextKey())
+        note = models.TextField()
+
+        class Meta:
+            app_label = "shop"
+            db_table = "keyed_orders"
+
+    return Order, KeyedOrder
 
 
 def test_django_sets_the_primary_key_from_the_inserts_returning(server):
@@ -149,7 +170,7 @@ def test_django_sets_the_primary_key_from_the_inserts_returning(server):
     from randflake_django import RandflakeFromString, RandflakeTimestamp, RandflakeToString
 
     dbname = recipe_database(server, "django_app")
-    Order = django_models(server, dbname)
+    Order, KeyedOrder = django_models(server, dbname)
     try:
         with connection.schema_editor() as editor:
             editor.create_model(Order)
@@ -202,6 +223,16 @@ def test_django_sets_the_primary_key_from_the_inserts_returning(server):
         bulk = Order.objects.bulk_create([Order(note=f"django bulk {n}") for n in range(3)])
         assert all(isinstance(order.pk, DatabaseDefault) for order in bulk)
         assert Order.objects.filter(note__startswith="django bulk").count() == 3
+
+        # A randflake_key primary key: the canonical string, from the insert's RETURNING.
+        with connection.schema_editor() as editor:
+            editor.create_model(KeyedOrder)
+        assert column_default(server, dbname, "keyed_orders") == "randflake_next_key()"
+        keyed = [KeyedOrder.objects.create(note=f"django keyed {n}") for n in range(10)]
+        check_keyed_rows(server, dbname, {order.pk: order.note for order in keyed})
+        for order in keyed:
+            assert KeyedOrder.objects.get(pk=order.pk).note == order.note
+        assert [order.pk for order in KeyedOrder.objects.order_by("pk")] == [order.pk for order in keyed]
     finally:
         for alias in connections:
             connections[alias].close()
@@ -217,6 +248,22 @@ class Base(DeclarativeBase):
 class SqlAlchemyOrder(Base):
     __tablename__ = "orders"
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, server_default=text("randflake_next()"))
+    note: Mapped[str] = mapped_column(Text)
+
+
+class RandflakeKey(sqlalchemy.types.UserDefinedType):
+    """The randflake_key column type: psycopg reads its text form, the canonical string, and sends
+    a str parameter untyped, which the server parses as one."""
+
+    cache_ok = True
+
+    def get_col_spec(self) -> str:
+        return "randflake_key"
+
+
+class SqlAlchemyKeyedOrder(Base):
+    __tablename__ = "keyed_orders"
+    id: Mapped[str] = mapped_column(RandflakeKey, primary_key=True, server_default=text("randflake_next_key()"))
     note: Mapped[str] = mapped_column(Text)
 
 
@@ -264,6 +311,21 @@ def test_sqlalchemy_gets_the_server_default_key_through_returning(server):
             with pytest.raises(sqlalchemy.exc.ProgrammingError) as refused:
                 session.execute(select(func.randflake_timestamp(Order.id)))
             assert isinstance(refused.value.orig, psycopg.errors.InsufficientPrivilege)
+
+        # A randflake_key primary key: the canonical string, from RETURNING, found by itself.
+        assert column_default(server, dbname, "keyed_orders") == "randflake_next_key()"
+        with Session(app_engine) as session:
+            keyed = [SqlAlchemyKeyedOrder(note=f"sqlalchemy keyed {n}") for n in range(10)]
+            session.add_all(keyed)
+            session.commit()
+            by_key = {order.id: order.note for order in keyed}
+        publics = check_keyed_rows(server, dbname, by_key)
+        with Session(app_engine) as session:
+            for key, note in by_key.items():
+                assert session.scalars(select(SqlAlchemyKeyedOrder.note).where(SqlAlchemyKeyedOrder.id == key)).one() == note
+                by_public = select(SqlAlchemyKeyedOrder.id).where(
+                    SqlAlchemyKeyedOrder.id == sqlalchemy.cast(publics[key], BigInteger))
+                assert session.scalars(by_public).one() == key
 
         decoded = func.randflake_decode(sqlalchemy.bindparam("id", type_=BigInteger)).table_valued(
             "timestamp", "node_id", "sequence"
@@ -462,6 +524,18 @@ def test_node_postgres_recipe(server, node):
     assert report["survivingNumber"] == [str(id_) for id_ in ids if int(float(id_)) == id_]
 
 
+def test_node_postgres_reads_and_writes_randflake_key_as_its_string(server, node):
+    dbname = recipe_database(server, "node_keyed")
+    result = subprocess.run([node, "keyed.mjs"], cwd=NODE_EXAMPLE, env=client_env(server, dbname),
+                            capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    report = json.loads(result.stdout)
+    publics = check_keyed_rows(server, dbname, {row["id"]: row["note"] for row in report["rows"]})
+    assert {row["id"]: int(row["public"]) for row in report["rows"]} == publics
+    assert sorted(report["fromJson"], key=lambda row: row["note"]) == sorted(
+        ({"id": row["id"], "note": row["note"]} for row in report["rows"]), key=lambda row: row["note"])
+
+
 def test_node_postgres_json_round_trip(server, node):
     """examples/node/test/json-roundtrip.test.mjs: IDs through JSON as strings, bit for bit, in a
     randflake_id column and in a bigint one, and what JSON.parse does to a bigint."""
@@ -501,3 +575,5 @@ def test_go_pgx_recipe(server, go_pgx):
     # encoding/json's `string` option: each ID is a quoted decimal in the document.
     assert all(re.search(rf'"id":"{row["id"]}"', result.stdout) for row in report["rows"])
     check_program_report(server, dbname, report, "go order")
+    publics = check_keyed_rows(server, dbname, {row["id"]: row["note"] for row in report["keyed"]})
+    assert {row["id"]: int(row["public"]) for row in report["keyed"]} == publics

@@ -1,12 +1,14 @@
 """randflake_key: the plain value on disk, the encrypted ID everywhere an ID travels. Its text and
 binary forms against randflake_to_string() and bigint's, bad input, the casts and the plans they
 allow, the generator, time ranges, who may learn the plain value, a server without a secret,
-COPY, pg_dump/pg_restore, parallel workers, logical decoding through a walsender, and moving a
-bigint column to the type and back."""
+COPY, pg_dump/pg_restore, parallel workers, logical decoding through a walsender, logical
+replication in text and binary modes, and moving a bigint column to the type and back."""
 
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import struct
 import subprocess
 
@@ -15,7 +17,8 @@ import pytest
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-from conftest import pg_config, sql_error
+from conftest import pg_config, sql_error, wait_for, write_server_file
+from dba_guide import block, run_sql
 
 KEYED = "CREATE TABLE {name} (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text)"
 
@@ -128,26 +131,72 @@ def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
         assert by_key == sorted(by_key)
         # The plain value decodes like the public ID, and both generators draw from one sequence of IDs.
         decoded = conn.execute(
-            "SELECT randflake_decode(id) = randflake_decode(id::bigint),"
-            " randflake_decode(from_next) = randflake_decode(from_next::bigint) FROM made"
+            "SELECT randflake_key_decode(id) = randflake_decode(id::bigint),"
+            " randflake_key_decode(from_next) = randflake_decode(from_next::bigint) FROM made"
         ).fetchall()
         assert all(a and b for a, b in decoded)
         assert conn.execute("SELECT count(DISTINCT x) FROM (SELECT id FROM made UNION ALL SELECT from_next FROM made) s(x)"
                             ).fetchone() == (600,)
 
 
+def test_sorts_and_index_builds_follow_the_key_order_through_the_sort_support(shared_cluster):
+    """The btree operator class has a sort support function, and what it sorts (abbreviated for a
+    first sort column, in full for a later one, ascending and descending; keys of several nodes
+    in one second, and keys past 2041 whose stored value has its top bit set, included) is in
+    the key order; amcheck finds the index that
+    CREATE INDEX built with it sound."""
+    with shared_cluster.connect() as conn:
+        support = conn.execute("""
+            SELECT p.amproc::regproc::text FROM pg_amproc p JOIN pg_opfamily f ON f.oid = p.amprocfamily
+             WHERE f.opfname = 'randflake_key_ops' AND f.opfmethod = (SELECT oid FROM pg_am WHERE amname = 'btree')
+               AND p.amprocnum = 2""").fetchall()
+        assert support == [("randflake_key_sortsupport",)]
+        conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        conn.execute("CREATE TABLE made_keys (id randflake_key NOT NULL)")
+        # Three backends, three nodes, taking turns: their keys of one second interleave in the
+        # key order, and are node by node in the order of the stored value.
+        others = [shared_cluster.connect() for _ in range(2)]
+        try:
+            for _ in range(20):
+                for session in (conn, *others):
+                    session.execute("INSERT INTO made_keys SELECT randflake_next_key() FROM generate_series(1, 200)")
+        finally:
+            for session in others:
+                session.close()
+        conn.execute("""
+            INSERT INTO made_keys SELECT randflake_key_lowest(t) FROM unnest(%(times)s::timestamptz[]) t
+            UNION ALL SELECT randflake_key_highest(t) FROM unnest(%(times)s::timestamptz[]) t""",
+                     {"times": ["2026-01-01", "2040-06-01", "2045-01-01", "2058-01-01"]})
+        assert conn.execute("SELECT count(DISTINCT randflake_key_node_id(id)) FROM made_keys").fetchone()[0] >= 3
+        conn.execute("CREATE TABLE sorted_keys AS SELECT id, row_number() OVER () AS n FROM"
+                     " (SELECT id FROM made_keys ORDER BY random()) shuffled")
+        conn.execute("CREATE INDEX sorted_keys_id ON sorted_keys (id)")
+        conn.execute("SELECT bt_index_check('sorted_keys_id', true)")
+        conn.execute("SET enable_indexscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+        by_parts = ("SELECT array_agg(s.n ORDER BY {first} d.timestamp {way}, d.sequence {way}, d.node_id {way})"
+                    " FROM sorted_keys s, randflake_key_decode(s.id) d")
+        by_key = "SELECT array_agg(n) FROM (SELECT n FROM sorted_keys ORDER BY {first} id {way}) s"
+        for first in ("", "n % 3,"):
+            for way in ("ASC", "DESC"):
+                expected = conn.execute(by_parts.format(first=first.replace("n", "s.n"), way=way)).fetchone()[0]
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + by_key.format(first=first, way=way)))
+                assert "Sort" in plan, plan
+                assert conn.execute(by_key.format(first=first, way=way)).fetchone()[0] == expected, (first, way)
+
+
 def test_a_time_range_is_an_index_range_scan(shared_cluster):
     with shared_cluster.connect() as conn:
         keyed_table(conn, "timed", 3000)
         conn.execute("ANALYZE timed")
-        first, last = conn.execute("SELECT min(randflake_timestamp(id)), max(randflake_timestamp(id)) FROM timed").fetchone()
+        first, last = conn.execute("SELECT min(randflake_key_timestamp(id)), max(randflake_key_timestamp(id)) FROM timed").fetchone()
         conn.execute("SET enable_seqscan = off")
         condition = "id >= randflake_key_lowest(%s) AND id < randflake_key_lowest(%s::timestamptz + interval '1 second')"
         plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN SELECT count(*) FROM timed WHERE {condition}", (first, last)))
         assert "Index" in plan and "timed_pkey" in plan, plan
         assert conn.execute(f"SELECT count(*) FROM timed WHERE {condition}", (first, last)).fetchone() == (3000,)
         assert conn.execute(f"SELECT count(*) FROM timed WHERE {condition}", (first, first)).fetchone() == conn.execute(
-            "SELECT count(*) FROM timed WHERE randflake_timestamp(id) = %s", (first,)).fetchone()
+            "SELECT count(*) FROM timed WHERE randflake_key_timestamp(id) = %s", (first,)).fetchone()
         error = sql_error(conn, "SELECT randflake_key_lowest('2020-01-01')")
         assert error.sqlstate == "22008" and "1730000000" in error.diag.message_hint
 
@@ -178,6 +227,89 @@ def test_declarative_partitions_by_time_route_and_prune(shared_cluster):
         assert scanned == {today} or "Subplans Removed: 2" in plan, plan
 
 
+DECODERS = ("randflake_decode", "randflake_timestamp", "randflake_node_id", "randflake_sequence")
+
+
+def test_untyped_calls_to_the_decoders_keep_their_0_5_0_reading(shared_cluster):
+    """A decoder called with an untyped literal or parameter (as node-postgres sends every
+    parameter) decodes it as a bigint, as in 0.5.0: no decoder has a second, randflake_key
+    version that would make such a call ambiguous."""
+    with shared_cluster.connect() as conn:
+        id_ = conn.execute("SELECT randflake_next()").fetchone()[0]
+        for decoder in DECODERS:
+            expected = conn.execute(f"SELECT {decoder}(%s::bigint)", (id_,)).fetchall()
+            assert conn.execute(f"SELECT {decoder}('{id_}')").fetchall() == expected, decoder
+            # psycopg sends a str parameter untyped (OID 0), like node-postgres any parameter.
+            assert conn.execute(f"SELECT {decoder}(%s)", (str(id_),)).fetchall() == expected, decoder
+            assert conn.execute(f"SELECT {decoder}(12345)").fetchall() == conn.execute(
+                f"SELECT {decoder}(12345::bigint)").fetchall(), decoder
+        # No function of the extension has a randflake_key version beside another of its name
+        # and arity, where an untyped argument could not choose between them.
+        overloaded = conn.execute("""
+            SELECT p.proname, array_agg(p.oid::regprocedure::text)
+              FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                   JOIN pg_extension e ON d.refclassid = 'pg_extension'::regclass AND d.refobjid = e.oid
+             WHERE e.extname = 'randflake_pg'
+             GROUP BY p.proname, p.pronargs
+            HAVING count(*) > 1 AND bool_or('randflake_key'::regtype = ANY (p.proargtypes))""").fetchall()
+        assert overloaded == []
+
+
+def test_the_partition_maintenance_recipe_makes_days_ahead_and_detaches_old_ones(cluster):
+    """docs/ordered-keys.md's key-partitions blocks, run as written: partitions made ahead,
+    inserts routed, a range of the key pruned to its day, an old day detached, and a second run
+    changing nothing."""
+    run_sql(block("ordered-keys.md", "key-partitions"), {}, str(cluster.dir), cluster.port)
+    with cluster.connect() as conn:
+        conn.execute("SET timezone = 'UTC'")
+        # A day the retention has passed, as an earlier run would have left it.
+        conn.execute("""
+            DO $$ DECLARE day date := current_date - 40;
+            BEGIN
+                EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
+                               'events_' || to_char(day, 'YYYYMMDD'), randflake_key_lowest(day::timestamptz),
+                               randflake_key_lowest(day::timestamptz + interval '1 day'));
+            END $$""")
+        old = conn.execute("SELECT 'events_' || to_char(current_date - 40, 'YYYYMMDD')").fetchone()[0]
+        ahead = [row[0] for row in conn.execute(
+            "SELECT 'events_' || to_char(d, 'YYYYMMDD') FROM generate_series(current_date, current_date + 7,"
+            " interval '1 day') d ORDER BY d")]
+    attached = "SELECT array_agg(inhrelid::regclass::text ORDER BY inhrelid::regclass::text) FROM pg_inherits" \
+               " WHERE inhparent = 'events'::regclass"
+    for _ in range(2):
+        run_sql(block("ordered-keys.md", "key-partitions-maintain"), {}, str(cluster.dir), cluster.port)
+        with cluster.connect() as conn:
+            assert conn.execute(attached).fetchone()[0] == ahead
+            assert conn.execute("SELECT relispartition FROM pg_class WHERE relname = %s", (old,)).fetchone() == (False,)
+    with cluster.connect() as conn:
+        conn.execute("SET timezone = 'UTC'")
+        conn.execute("INSERT INTO events (note) SELECT 'e' FROM generate_series(1, 50)")
+        assert conn.execute("SELECT tableoid::regclass::text, count(*) FROM events GROUP BY 1").fetchall() == [
+            (ahead[0], 50)]
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF) SELECT * FROM events WHERE id >= randflake_key_lowest(current_date::timestamptz)"
+            " AND id < randflake_key_lowest(current_date + 1)"))
+        assert set(re.findall(r" on (events_\d{8})", plan)) == {ahead[0]}, plan
+        assert "Subplans Removed: 7" in plan, plan
+
+
+PARTMAN = pathlib.Path(pg_config("--sharedir")) / "extension" / "pg_partman.control"
+
+
+@pytest.mark.skipif(not PARTMAN.exists(), reason="no pg_partman here (Debian packages 4.7 for 15: postgresql-15-partman)")
+def test_pg_partman_refuses_a_randflake_key_control_column(shared_cluster):
+    """What docs/ordered-keys.md says of pg_partman: it manages date, timestamp and integer
+    control columns only. Should a later version accept the type, this test says so."""
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE SCHEMA partman")
+        conn.execute("CREATE EXTENSION pg_partman SCHEMA partman")
+        conn.execute("CREATE TABLE partman_events (id randflake_key NOT NULL DEFAULT randflake_next_key())"
+                     " PARTITION BY RANGE (id)")
+        error = sql_error(conn, "SELECT partman.create_parent('public.partman_events', 'id', 'native', 'daily')")
+        assert "only supports partitioning of data types that are integer or date/timestamp" in error.diag.message_primary
+        assert "randflake_key" in error.diag.message_primary
+
+
 def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluster):
     with shared_cluster.connect() as conn:
         conn.execute("CREATE ROLE outsider_key LOGIN")
@@ -187,7 +319,8 @@ def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluste
         # What a plain role may do: read the public IDs, compare and look up.
         text = conn.execute("SELECT id::text FROM private ORDER BY id LIMIT 1").fetchone()[0]
         assert conn.execute("SELECT count(*) FROM private WHERE id = %s", (text,)).fetchone() == (1,)
-        for call in ("randflake_decode(id)", "randflake_timestamp(id)", "randflake_node_id(id)", "randflake_sequence(id)",
+        for call in ("randflake_key_decode(id)", "randflake_key_timestamp(id)", "randflake_key_node_id(id)",
+                     "randflake_key_sequence(id)", "randflake_decode(id::bigint)",
                      "randflake_key_hash(id)", "randflake_key_hash_extended(id, 0)", "randflake_key_lowest(now())",
                      "randflake_key_highest(now())"):
             error = sql_error(conn, f"SELECT {call} FROM private")
@@ -314,6 +447,42 @@ def test_a_walsender_decodes_keys_as_their_public_ids(make_cluster, tmp_path):
     printed = sorted(line.split("id[public.randflake_key]:'")[1].split("'")[0] for line in changes.splitlines()
                      if "table public.decoded" in line)
     assert printed == expected, changes[:2000]
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_logical_replication_carries_the_public_ids(make_cluster, binary):
+    """A subscriber with the same secret ends up with the publisher's keys: the initial copy
+    (COPY in text), inserts, updates and deletes found by their key, whether the walsender sends
+    each key as its canonical string or, with binary = true, as bigint's eight bytes."""
+    settings = ("wal_level = logical", "max_wal_senders = 4", "max_replication_slots = 4")
+    publisher, subscriber = make_cluster(*settings), make_cluster(*settings)
+    write_server_file(subscriber.dir / "randflake.key", publisher.key_hex + "\n")
+    for server in (publisher, subscriber):
+        server.start()
+        with server.connect() as conn:
+            conn.execute("CREATE EXTENSION randflake_pg")
+            conn.execute(KEYED.format(name="replicated"))
+    with publisher.connect() as conn:
+        conn.execute("INSERT INTO replicated (note) SELECT 'copied ' || n FROM generate_series(1, 300) n")
+        conn.execute("CREATE PUBLICATION keys FOR TABLE replicated")
+    with subscriber.connect() as conn:
+        conn.execute(f"CREATE SUBSCRIPTION keys CONNECTION 'host={publisher.dir} port={publisher.port} user=postgres"
+                     f" dbname=postgres' PUBLICATION keys WITH (binary = {str(binary).lower()})")
+        assert conn.execute("SELECT subbinary FROM pg_subscription WHERE subname = 'keys'").fetchone() == (binary,)
+    with publisher.connect() as conn:
+        conn.execute("INSERT INTO replicated (note) SELECT 'streamed ' || n FROM generate_series(1, 300) n")
+        # Updates and deletes name their row by the key, which the subscriber parses and finds.
+        conn.execute("UPDATE replicated SET note = note || ' updated' WHERE id IN"
+                     " (SELECT id FROM replicated ORDER BY id LIMIT 50)")
+        conn.execute("DELETE FROM replicated WHERE id IN (SELECT id FROM replicated ORDER BY id DESC LIMIT 20)")
+        rows = "SELECT id::text, id::bigint, note FROM replicated ORDER BY replicated.id"
+        expected = conn.execute(rows).fetchall()
+    assert len(expected) == 580
+    with subscriber.connect() as conn:
+        wait_for(lambda: conn.execute(rows).fetchall() == expected, 60, "the subscriber to catch up")
+        assert conn.execute("SELECT count(*) FROM replicated WHERE id::text = randflake_to_string(id::bigint)"
+                            ).fetchone() == (580,)
+        conn.execute("DROP SUBSCRIPTION keys")
 
 
 def test_alter_column_type_to_the_key_and_back_keeps_the_public_ids(shared_cluster):

@@ -1,14 +1,16 @@
 """pg_upgrade from an older major to the suite's, with randflake_pg installed and IDs in tables.
 
 The older installation is named by RANDFLAKE_UPGRADE_FROM (the pg_config of a PostgreSQL with
-randflake_pg installed; `make test-all` passes its staged 15 to the 18 run). Proven on real
-servers and the real pg_upgrade:
+randflake_pg installed; `make test-all` passes its staged 15 to the 18 run; the suite's own
+pg_config upgrades within one major, as pg_upgrade's own tests do). Proven on real servers and the
+real pg_upgrade:
 * pg_upgrade accepts the cluster (the new major has the library, and no lease keeper writes
   while it runs its servers in binary-upgrade mode);
 * the upgraded server is a new holder (pg_upgrade gives it a new system identifier): as the DBA
   guide says, it leases its range again only from the second after the old server's lease ends,
   so no (second, node) of the old server is ever issued again;
-* every old ID decodes on the upgraded server exactly as it did before.
+* every old ID decodes on the upgraded server exactly as it did before, and a randflake_key
+  column keeps its public IDs (strings and bigints) and its order, new keys sorting after it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ OLD_PG_CONFIG = os.environ.get("RANDFLAKE_UPGRADE_FROM")
 pytestmark = pytest.mark.skipif(not OLD_PG_CONFIG, reason="RANDFLAKE_UPGRADE_FROM names no older PostgreSQL")
 
 # Short leases: the upgraded server waits for the old holder's lease to end.
+# A randflake_key column's public IDs, in the order of the key.
+KEYS = "SELECT id::text, id::bigint, n FROM keyed ORDER BY keyed.id"
 SETTINGS = ("randflake.node_id_min = 10", "randflake.node_id_max = 209", "randflake.lease_seconds = 10")
 
 
 def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     old_bindir = pg_config("--bindir", OLD_PG_CONFIG)
     new_bindir = pg_config("--bindir")
-    assert server_major(OLD_PG_CONFIG) < server_major()
+    assert server_major(OLD_PG_CONFIG) <= server_major()
 
     old: Cluster = make_cluster(*SETTINGS, pg_config=OLD_PG_CONFIG)
     old.start()
@@ -43,10 +47,14 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
         old_ids = [row[0] for row in conn.execute("SELECT id FROM orders ORDER BY n")]
         old_decoded = decoded_ids(conn, old_ids)
         old_holder, old_lease_end = conn.execute("SELECT holder, lease_end FROM randflake.node_leases").fetchone()
+        conn.execute("CREATE TABLE keyed (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), n int NOT NULL)")
+        conn.execute("INSERT INTO keyed (n) SELECT g FROM generate_series(1, 1000) g")
+        old_keys = conn.execute(KEYS).fetchall()
     old.stop()
 
-    # Checksums as in the old cluster (18's initdb turns them on by default); the same secret.
-    new: Cluster = make_cluster(*SETTINGS, initdb_options="--no-data-checksums")
+    # Checksums as in the old cluster (18's initdb turns them on by default; 15's initdb knows no
+    # --no-data-checksums); the same secret.
+    new: Cluster = make_cluster(*SETTINGS, initdb_options="--no-data-checksums" if server_major() >= 18 else "")
     write_server_file(new.dir / "randflake.key", old.key_hex + "\n")
     work = pathlib.Path(f"{new.dir}.pg_upgrade")
     shutil.rmtree(work, ignore_errors=True)
@@ -74,6 +82,7 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     new.start()
     with new.connect() as conn:
         assert decoded_ids(conn, old_ids) == old_decoded
+        assert conn.execute(KEYS).fetchall() == old_keys
         wait_for(lambda: status(conn)["state"] == "active", 40, "the upgraded server's own lease")
         # Its own lease, after the old one; the old row, wholly before it, goes once the new
         # lease is renewed (a row is pruned only by a renewal of a later lease of its block).
@@ -86,6 +95,9 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
         new_ids = [row[0] for row in conn.execute("SELECT id FROM orders WHERE n > 50000 ORDER BY n")]
         new_decoded = decoded_ids(conn, new_ids)
         assert conn.execute("SELECT count(DISTINCT id) FROM orders").fetchone()[0] == 100000
+        conn.execute("INSERT INTO keyed (n) SELECT 1000 + g FROM generate_series(1, 1000) g")
+        by_key = [row[0] for row in conn.execute("SELECT n FROM keyed ORDER BY id")]
+        assert by_key[:1000] == [n for _, _, n in old_keys] and min(by_key[1000:]) > 1000
     old_seconds = {(second, node) for second, node, _ in old_decoded}
     assert not old_seconds & {(second, node) for second, node, _ in new_decoded}
     assert min(second for second, _, _ in new_decoded) > old_lease_end

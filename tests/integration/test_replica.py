@@ -6,12 +6,15 @@ Proven here, on real servers and real streaming replication:
   new holder (same system identifier, new timeline) and generates IDs within seconds, whether
   the old primary crashed first or is still writing during and after the promotion; no ID,
   and no (second, node, sequence), is ever issued by both servers;
+* a hot standby shows a randflake_key column as its primary does: the same canonical strings,
+  bigints and binary forms, found by string through the index (the standby has the secret);
 * promoted, a standby with the SAME range as its primary leases it only from the second after
   the old primary's replicated lease ends, so its IDs come after every ID of the old primary.
 """
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import threading
 import time
@@ -47,10 +50,6 @@ def make_standby(make_cluster, primary: Cluster, *settings: str) -> Cluster:
     write_server_file(standby.dir / "server.log", "")  # the primary's log came along
     standby.configure(f"port = {standby.port}", f"unix_socket_directories = '{standby.dir}'", *settings)
     return standby
-
-
-
-
 
 
 class Inserter(threading.Thread):
@@ -271,3 +270,33 @@ def test_a_standby_with_the_same_range_waits_until_the_old_primarys_lease_has_en
         assert min(second for second, _, _ in promoted_parts) >= new_start
         rows, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM t").fetchone()
         assert rows == distinct
+
+
+def test_a_standby_shows_randflake_keys_as_its_primary_does(make_cluster):
+    """The plain values travel in the WAL; the standby, which has the same secret, prints,
+    sends and parses them as the primary does, rows copied by pg_basebackup and streamed alike."""
+    primary, _ = prepare_primary(make_cluster)
+    keyed = "SELECT id::text, id::bigint, note FROM keyed ORDER BY keyed.id"
+    with primary.connect() as conn:
+        conn.execute("CREATE TABLE keyed (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text)")
+        conn.execute("INSERT INTO keyed (note) SELECT 'copied ' || n FROM generate_series(1, 500) n")
+    standby = make_standby(make_cluster, primary)
+    standby.start()
+    with primary.connect() as conn:
+        conn.execute("INSERT INTO keyed (note) SELECT 'streamed ' || n FROM generate_series(1, 500) n")
+        written = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        expected = conn.execute(keyed).fetchall()
+    with standby.connect() as conn:
+        wait_for(lambda: conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (written,)).fetchone()[0],
+                 30, "the standby to replay the inserts")
+        assert conn.execute(keyed).fetchall() == expected
+        assert len(expected) == 1000
+        with conn.cursor(binary=True) as cursor:
+            wire = [row[0] for row in cursor.execute("SELECT id FROM keyed ORDER BY id")]
+        assert wire == [struct.pack(">q", public) for _, public, _ in expected]
+        conn.execute("SET enable_seqscan = off")
+        for text, _, note in expected[::97]:
+            assert conn.execute("SELECT note FROM keyed WHERE id = %s", (text,)).fetchall() == [(note,)]
+        plan = "\n".join(row[0] for row in conn.execute("EXPLAIN SELECT note FROM keyed WHERE id = %s",
+                                                          (expected[0][0],)))
+        assert "keyed_pkey" in plan, plan

@@ -1,0 +1,77 @@
+//! The btree sort support of `randflake_key`, a C entry point of its own: without it, every
+//! comparison of a sort (CREATE INDEX, ORDER BY, merge joins) would call the btree comparison
+//! function through the function manager and pgrx's wrapper.
+//!
+//! The order itself is the pure crate's ([`ordered::sort_key`]): a bijection of the stored raw
+//! value onto an unsigned integer that sorts as the key does. Sorts that abbreviate (the first
+//! column of CREATE INDEX's sort, and most others) store that integer as the abbreviated key and
+//! compare it with PostgreSQL's own `ssup_datum_unsigned_cmp`, for which PostgreSQL 15 and later
+//! have a specialised quicksort, as for `bigint`. The abbreviation loses nothing, so the full
+//! comparison is needed only for equal keys, and abbreviation is never abandoned.
+
+use core::ffi::c_int;
+
+use pgrx::pg_sys;
+use randflake::ordered;
+
+#[allow(unsafe_code)]
+unsafe extern "C-unwind" {
+    /// PostgreSQL's comparison of abbreviated keys as unsigned integers (sortsupport.h, 15 and
+    /// later), declared here rather than taken from pgrx, whose `pg_sys` function is a Rust
+    /// wrapper: tuplesort recognises this very function and sorts with its specialised quicksort.
+    fn ssup_datum_unsigned_cmp(x: pg_sys::Datum, y: pg_sys::Datum, ssup: pg_sys::SortSupport) -> c_int;
+}
+
+/// The raw value a `randflake_key` Datum holds (by value, eight bytes).
+fn raw(datum: pg_sys::Datum) -> u64 {
+    datum.value() as u64
+}
+
+/// The full comparison: as `randflake_key_cmp()`.
+unsafe extern "C-unwind" fn compare_keys(a: pg_sys::Datum, b: pg_sys::Datum, _ssup: pg_sys::SortSupport) -> c_int {
+    ordered::compare(raw(a), raw(b)) as c_int
+}
+
+/// The abbreviated key: the key's sort position as an unsigned integer, in a Datum.
+unsafe extern "C-unwind" fn abbreviate(original: pg_sys::Datum, _ssup: pg_sys::SortSupport) -> pg_sys::Datum {
+    pg_sys::Datum::from(ordered::sort_key(raw(original)))
+}
+
+/// Never abandons abbreviation: abbreviated keys are as distinct as the keys.
+unsafe extern "C-unwind" fn keep_abbreviating(_memtupcount: c_int, _ssup: pg_sys::SortSupport) -> bool {
+    false
+}
+
+/// `randflake_key_sortsupport(internal)`, `FUNCTION 2` of the btree operator class.
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the C function behind that SQL function,
+/// whose one argument is a `SortSupport` PostgreSQL prepared.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn randflake_key_sortsupport(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: PostgreSQL calls a btree sort support function with one non-null argument, a
+    // pointer to the SortSupportData it is filling; nothing here can fail or unwind.
+    let ssup = unsafe {
+        let argument = (*fcinfo).args.as_slice(1)[0].value;
+        &mut *argument.cast_mut_ptr::<pg_sys::SortSupportData>()
+    };
+    if ssup.abbreviate {
+        ssup.comparator = Some(ssup_datum_unsigned_cmp);
+        ssup.abbrev_converter = Some(abbreviate);
+        ssup.abbrev_abort = Some(keep_abbreviating);
+        ssup.abbrev_full_comparator = Some(compare_keys);
+    } else {
+        ssup.comparator = Some(compare_keys);
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// Tells PostgreSQL that `randflake_key_sortsupport` uses the version-1 calling convention.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub extern "C" fn pg_finfo_randflake_key_sortsupport() -> &'static pg_sys::Pg_finfo_record {
+    const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &VERSION_1
+}
