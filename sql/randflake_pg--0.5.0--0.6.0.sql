@@ -157,8 +157,8 @@ CREATE OPERATOR @extschema@.> (LEFTARG = @extschema@.randflake_key, RIGHTARG = @
 CREATE OPERATOR @extschema@.>= (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
     FUNCTION = @extschema@.randflake_key_ge, COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
     RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
-COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Equal to.';
-COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Not equal to.';
+COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Whether two randflake_keys are the same ID.';
+COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Whether two randflake_keys are different IDs.';
 COMMENT ON OPERATOR @extschema@.< (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before (by second, then sequence, then node).';
 COMMENT ON OPERATOR @extschema@.<= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before, or the same.';
 COMMENT ON OPERATOR @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after (by second, then sequence, then node).';
