@@ -17,7 +17,11 @@
 //! returned to the application), the default budget must find a duplicate: the test that says
 //! so proves the simulation can fail.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+
+use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 
 use randflake::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence, CLOCK_TOLERANCE};
 
@@ -46,33 +50,6 @@ const UNCONFIRMED: u64 = 10_000;
 const REPLY_LOST: u64 = 20_000;
 const FAILOVER: u64 = 4_000;
 
-/// splitmix64: small, fast, and the same sequence on every machine.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-
-    /// True with probability `per_million` / 1 000 000.
-    fn chance(&mut self, per_million: u64) -> bool {
-        self.below(1_000_000) < per_million
-    }
-
-    /// A value of `-bound..=bound`.
-    fn offset(&mut self, bound: u64) -> i64 {
-        self.below(2 * bound + 1) as i64 - bound as i64
-    }
-}
-
 // ---------------------------------------------------------------- the server and its standby
 
 /// A window on record: `(node, start)` to its holder, last second, and whether it was released
@@ -95,31 +72,32 @@ enum Write {
     Release { node: u32, start: u64, last: u64 },
 }
 
-fn apply(rows: &mut Rows, write: Write) {
-    match write {
-        Write::RemoveEnded { node, now } => rows.retain(|&(row_node, _), row| row_node != node || row.last >= now),
-        Write::Insert { holder, window } => {
-            rows.insert((window.node, window.start), Row { holder, last: window.last(), released: false });
-        }
-        Write::Lengthen { node, start, last } => {
-            if let Some(row) = rows.get_mut(&(node, start)) {
-                row.last = row.last.max(last);
+impl TableWrite for Write {
+    type Rows = Rows;
+
+    fn apply(&self, rows: &mut Rows) {
+        match *self {
+            Write::RemoveEnded { node, now } => rows.retain(|&(row_node, _), row| row_node != node || row.last >= now),
+            Write::Insert { holder, window } => {
+                rows.insert((window.node, window.start), Row { holder, last: window.last(), released: false });
             }
-        }
-        Write::Release { node, start, last } => {
-            if let Some(row) = rows.get_mut(&(node, start)) {
-                *row = Row { last, released: true, ..*row };
+            Write::Lengthen { node, start, last } => {
+                if let Some(row) = rows.get_mut(&(node, start)) {
+                    row.last = row.last.max(last);
+                }
+            }
+            Write::Release { node, start, last } => {
+                if let Some(row) = rows.get_mut(&(node, start)) {
+                    *row = Row { last, released: true, ..*row };
+                }
             }
         }
     }
 }
 
-/// The lease table's server: its rows, its standby's, and the commits the standby has not
-/// confirmed yet (in commit order, as WAL is).
+/// The lease table's server: the table on its primary and its standby.
 struct Server {
-    primary: Rows,
-    standby: Rows,
-    unreplicated: Vec<Write>,
+    table: ReplicatedTable<Write>,
     /// Whether the standby has stopped confirming.
     stalled: bool,
     /// Each server's clock offset from true time: the primary's, then the standby's.
@@ -134,18 +112,16 @@ impl Server {
     /// The standby receives and confirms everything committed so far.
     fn catch_up(&mut self) {
         self.stalled = false;
-        for write in self.unreplicated.drain(..) {
-            apply(&mut self.standby, write);
-        }
+        self.table.replicate();
     }
 
     /// The standby becomes the primary, without what it had not received; a new standby is
-    /// made from it.
-    fn fail_over(&mut self, random: &mut Random) {
-        self.unreplicated.clear();
+    /// made from it. How many writes were lost.
+    fn fail_over(&mut self, random: &mut Random) -> usize {
+        let lost = self.table.promote_standby();
         self.stalled = false;
-        self.primary = self.standby.clone();
         self.clocks = (self.clocks.1, random.offset(SERVER_SKEW));
+        lost
     }
 }
 
@@ -154,9 +130,7 @@ struct Session<'a> {
     server: &'a mut Server,
     random: &'a mut Random,
     holder: usize,
-    /// The rows as the call sees them: the primary's, with the call's own writes.
-    view: Rows,
-    writes: Vec<Write>,
+    pending: Pending<Write>,
     /// Set by the commit: the application never got the reply.
     reply_lost: bool,
     committed: Option<CommitEvidence>,
@@ -164,18 +138,14 @@ struct Session<'a> {
 
 impl<'a> Session<'a> {
     fn new(server: &'a mut Server, random: &'a mut Random, holder: usize) -> Self {
-        let view = server.primary.clone();
-        Self { server, random, holder, view, writes: Vec::new(), reply_lost: false, committed: None }
-    }
-
-    fn write(&mut self, write: Write) {
-        apply(&mut self.view, write);
-        self.writes.push(write);
+        let pending = Pending::begin(&server.table);
+        Self { server, random, holder, pending, reply_lost: false, committed: None }
     }
 
     /// The holder's latest window of `node`, not released.
     fn own(&self, node: u32) -> Option<(u64, Row)> {
-        self.view
+        self.pending
+            .rows
             .range((node, 0)..=(node, u64::MAX))
             .rev()
             .find(|(_, row)| row.holder == self.holder && !row.released)
@@ -185,22 +155,22 @@ impl<'a> Session<'a> {
 
 impl AppLeaseStore for Session<'_> {
     fn windows(&mut self, first: u32, last: u32) -> Vec<(u32, u64)> {
-        self.view.range((first, 0)..=(last, u64::MAX)).map(|(&(node, _), row)| (node, row.last)).collect()
+        self.pending.rows.range((first, 0)..=(last, u64::MAX)).map(|(&(node, _), row)| (node, row.last)).collect()
     }
 
     fn remove_ended(&mut self, node: u32, now: u64) {
-        self.write(Write::RemoveEnded { node, now });
+        self.pending.write(Write::RemoveEnded { node, now });
     }
 
     fn insert(&mut self, window: AppWindow) -> bool {
         // Calls are serialised (randflake_pg's lock on the table): no other call races this one.
-        self.write(Write::Insert { holder: self.holder, window });
+        self.pending.write(Write::Insert { holder: self.holder, window });
         true
     }
 
     fn lengthen(&mut self, node: u32, last: u64, now: u64) -> Option<(u64, u64)> {
         let (start, row) = self.own(node).filter(|(_, row)| row.last >= now)?;
-        self.write(Write::Lengthen { node, start, last });
+        self.pending.write(Write::Lengthen { node, start, last });
         Some((start, row.last.max(last)))
     }
 
@@ -209,27 +179,21 @@ impl AppLeaseStore for Session<'_> {
     }
 
     fn replace_released(&mut self, node: u32, start: u64, last: u64) -> bool {
-        self.write(Write::Release { node, start, last });
+        self.pending.write(Write::Release { node, start, last });
         true
     }
 
     fn commit(&mut self) -> CommitEvidence {
-        let writes = std::mem::take(&mut self.writes);
+        let writes = self.pending.take_writes();
         let evidence = if writes.is_empty() || !(self.server.stalled || self.random.chance(UNCONFIRMED)) {
             // Confirmed by the standby: so is every commit before it, WAL being one sequence.
+            self.server.table.commit_on_primary(writes);
             self.server.catch_up();
-            for &write in &writes {
-                apply(&mut self.server.primary, write);
-                apply(&mut self.server.standby, write);
-            }
             self.reply_lost = self.random.chance(REPLY_LOST);
             CommitEvidence::Durable
         } else {
             // A cancel cut the wait short: committed on the primary only, for now.
-            for &write in &writes {
-                apply(&mut self.server.primary, write);
-            }
-            self.server.unreplicated.extend(writes);
+            self.server.table.commit_on_primary(writes);
             CommitEvidence::Unconfirmed
         };
         self.committed = Some(evidence);
@@ -277,21 +241,14 @@ impl Used {
 
 fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
     let mut random = Random(seed);
-    let mut server =
-        Server { primary: Rows::new(), standby: Rows::new(), unreplicated: Vec::new(), stalled: false, clocks: (0, 0) };
+    let mut server = Server { table: ReplicatedTable::new(), stalled: false, clocks: (0, 0) };
     let mut apps: Vec<App> = (0..APPS).map(|_| App { skew: random.offset(APP_SKEW), lease: None }).collect();
     let mut used = Used::default();
     let mut summary = Summary::default();
     let mut grants = 0u64;
-    let mut history: VecDeque<String> = VecDeque::new();
+    let mut history = History::new(30, "s");
     for step in 0..seconds {
         let true_second = T0 + step;
-        let note = |history: &mut VecDeque<String>, what: String| {
-            if history.len() == 30 {
-                history.pop_front();
-            }
-            history.push_back(format!("t+{step}: {what}"));
-        };
         if server.stalled && random.chance(CATCH_UP) {
             server.catch_up();
         } else if random.chance(STALL) {
@@ -299,9 +256,9 @@ fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
         }
         if random.chance(FAILOVER) {
             summary.failovers += 1;
-            summary.lost_on_failover += server.unreplicated.len() as u64;
-            note(&mut history, format!("failover, {} unreplicated writes lost", server.unreplicated.len()));
-            server.fail_over(&mut random);
+            let lost = server.fail_over(&mut random);
+            summary.lost_on_failover += lost as u64;
+            history.note(step, format_args!("failover, {lost} unreplicated writes lost"));
         }
         for (index, app) in apps.iter_mut().enumerate() {
             let app_now = true_second.saturating_add_signed(app.skew);
@@ -311,10 +268,9 @@ fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
                     app.lease = None;
                 } else if app_now >= window.start {
                     used.record(app_now, window.node, grant).map_err(|other| {
-                        let history: Vec<&String> = history.iter().collect();
                         format!(
                             "seed {seed}: second {app_now} of node {} used by grants {other} and {grant} \
-                             (application {index}, window {window:?})\nlast events: {history:#?}",
+                             (application {index}, window {window:?})\nlast events:\n{history}",
                             window.node
                         )
                     })?;
@@ -335,7 +291,7 @@ fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
                     if let (Ok(window), false) = (result, reply_lost) {
                         grants += 1;
                         summary.acquired += 1;
-                        note(&mut history, format!("application {index} acquired {window:?} as grant {grants}"));
+                        history.note(step, format_args!("application {index} acquired {window:?} as grant {grants}"));
                         app.lease = Some((window, grants));
                     }
                 }
@@ -351,7 +307,8 @@ fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
                         (Ok(extended), false) => {
                             assert_eq!((extended.node, extended.start), (window.node, window.start));
                             summary.extended += 1;
-                            note(&mut history, format!("application {index} extended grant {grant} to {extended:?}"));
+                            history
+                                .note(step, format_args!("application {index} extended grant {grant} to {extended:?}"));
                             app.lease = Some((extended, grant));
                         }
                         (Err(AppLeaseRefusal::Ended { .. } | AppLeaseRefusal::NotHeld { .. }), _) => app.lease = None,
@@ -365,7 +322,7 @@ fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
                     let mut session = Session::new(&mut server, &mut random, index);
                     if let Ok(true) = app_lease::release(&mut session, window.node, now) {
                         summary.released += 1;
-                        note(&mut history, format!("application {index} released grant {grant}"));
+                        history.note(step, format_args!("application {index} released grant {grant}"));
                     }
                 }
                 _ => {}
@@ -389,8 +346,9 @@ fn simulate(seed: u64, seconds: u64) -> Result<Summary, String> {
 fn no_second_of_a_node_is_used_twice_through_failovers_unconfirmed_commits_lost_replies_and_skew() {
     let started = std::time::Instant::now();
     let mut total = Summary::default();
-    for seed in 1..=SEEDS {
-        let summary = simulate(seed, SECONDS).unwrap_or_else(|duplicate| panic!("{duplicate}"));
+    let summaries =
+        common::run_seeds(SEEDS, |seed| simulate(seed, SECONDS)).unwrap_or_else(|duplicate| panic!("{duplicate}"));
+    for (seed, summary) in summaries {
         assert!(
             summary.acquired > 2_000 && summary.ids > 20_000,
             "seed {seed}: too little to prove anything: {summary:?}"
@@ -414,7 +372,7 @@ fn no_second_of_a_node_is_used_twice_through_failovers_unconfirmed_commits_lost_
 #[cfg(feature = "fault-grant-uncertain-app-leases")]
 #[test]
 fn with_unconfirmed_commits_returned_the_simulation_finds_a_duplicate() {
-    let found = (1..=SEEDS).find_map(|seed| simulate(seed, SECONDS).err());
-    let duplicate = found.expect("unconfirmed commits were returned, and the default budget found no duplicate");
+    let duplicate = common::run_seeds(SEEDS, |seed| simulate(seed, SECONDS))
+        .expect_err("unconfirmed commits were returned, and the default budget found no duplicate");
     println!("found, as it must be:\n{duplicate}");
 }

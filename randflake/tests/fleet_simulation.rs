@@ -18,13 +18,18 @@
 //! rule switched off (`--features fault-grant-uncertain-commits`), the default budget must find
 //! a duplicate: the test that says so proves the simulation can fail.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+
+use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 
 use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server};
 use randflake::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::keeper::{
     Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
 };
+use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
 use randflake::{Lease, Terms};
 
 const T0: u64 = 1_800_000_000;
@@ -41,28 +46,6 @@ const SECONDS_KEPT: u64 = 3_000;
 const SEEDS: u64 = 8;
 const STEPS: u64 = 1_000_000;
 
-/// splitmix64: small, fast, and the same sequence on every machine.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-
-    /// True with probability `per_million` / 1 000 000.
-    fn chance(&mut self, per_million: u64) -> bool {
-        self.below(1_000_000) < per_million
-    }
-}
-
 // ---------------------------------------------------------------- the coordinator
 
 /// A lease row: `(holder, first_node, start)` to `(last_node, end, used_through)`.
@@ -77,22 +60,26 @@ enum Write {
     Prune { first: u32, last: u32, before: u64 },
 }
 
-fn apply(rows: &mut Rows, write: &Write) {
-    match *write {
-        Write::Insert { holder, lease } => {
-            rows.insert((holder, lease.first_node, lease.start), (lease.last_node, lease.end, lease.used_through));
-        }
-        Write::Renew { holder, key, end, used_through, now } => {
-            if let Some(row) = rows.get_mut(&(holder, key.first_node, key.start)).filter(|row| row.1 >= now) {
-                row.1 = row.1.max(end);
-                row.2 = row.2.max(used_through);
+impl TableWrite for Write {
+    type Rows = Rows;
+
+    fn apply(&self, rows: &mut Rows) {
+        match *self {
+            Write::Insert { holder, lease } => {
+                rows.insert((holder, lease.first_node, lease.start), (lease.last_node, lease.end, lease.used_through));
             }
-        }
-        Write::Delete { holder, key } => {
-            rows.remove(&(holder, key.first_node, key.start));
-        }
-        Write::Prune { first, last, before } => {
-            rows.retain(|&(_, row_first, _), row| !(row_first >= first && row.0 <= last && row.1 < before));
+            Write::Renew { holder, key, end, used_through, now } => {
+                if let Some(row) = rows.get_mut(&(holder, key.first_node, key.start)).filter(|row| row.1 >= now) {
+                    row.1 = row.1.max(end);
+                    row.2 = row.2.max(used_through);
+                }
+            }
+            Write::Delete { holder, key } => {
+                rows.remove(&(holder, key.first_node, key.start));
+            }
+            Write::Prune { first, last, before } => {
+                rows.retain(|&(_, row_first, _), row| !(row_first >= first && row.0 <= last && row.1 < before));
+            }
         }
     }
 }
@@ -101,10 +88,7 @@ fn apply(rows: &mut Rows, write: &Write) {
 /// WAL positions count commits: the primary's insert position, and how far the standby has
 /// flushed; a promotion starts a new timeline from the standby's position.
 struct Coordinator {
-    primary: Rows,
-    standby: Rows,
-    /// Committed on the primary, not yet replayed on the standby, oldest first.
-    unreplicated: VecDeque<Vec<Write>>,
+    table: ReplicatedTable<Write>,
     timeline: u32,
     wal_inserted: u64,
     standby_flushed: u64,
@@ -121,9 +105,7 @@ struct Coordinator {
 impl Coordinator {
     fn new() -> Self {
         Self {
-            primary: Rows::new(),
-            standby: Rows::new(),
-            unreplicated: VecDeque::new(),
+            table: ReplicatedTable::new(),
             timeline: 1,
             wal_inserted: 0,
             standby_flushed: 0,
@@ -137,26 +119,20 @@ impl Coordinator {
 
     /// The standby catches up with everything the primary committed.
     fn replicate(&mut self) {
-        while let Some(writes) = self.unreplicated.pop_front() {
-            writes.iter().for_each(|write| apply(&mut self.standby, write));
-        }
+        self.table.replicate();
         self.standby_flushed = self.wal_inserted;
         self.async_commits_pending = false;
     }
 
     /// A commit on the primary: its writes, and its end position.
     fn commit_on_primary(&mut self, writes: Vec<Write>) {
-        writes.iter().for_each(|write| apply(&mut self.primary, write));
-        self.unreplicated.push_back(writes);
+        self.table.commit_on_primary(writes);
         self.wal_inserted += 1;
     }
 
     /// The standby, caught up, attaches again.
     fn attach_standby(&mut self) {
-        self.standby = self.primary.clone();
-        self.unreplicated.clear();
-        self.standby_flushed = self.wal_inserted;
-        self.async_commits_pending = false;
+        self.replicate();
         self.standby_attached = true;
     }
 
@@ -183,8 +159,7 @@ impl Coordinator {
         if !self.standby_attached || self.async_commits_pending {
             return false;
         }
-        self.primary = self.standby.clone();
-        self.unreplicated.clear();
+        self.table.promote_standby();
         self.wal_inserted = self.standby_flushed;
         self.timeline += 1;
         self.standby_attached = false;
@@ -211,9 +186,7 @@ enum Fate {
 struct Transaction<'a> {
     coordinator: &'a mut Coordinator,
     holder: u64,
-    /// The primary's rows as this transaction sees them, its own writes included.
-    rows: Rows,
-    writes: Vec<Write>,
+    pending: Pending<Write>,
     reachable: bool,
     fate: Fate,
     /// Whether the standby catches up while the member polls for evidence.
@@ -228,11 +201,6 @@ impl Transaction<'_> {
             Err(StoreError("could not connect to the coordinator".into()))
         }
     }
-
-    fn write(&mut self, write: Write) {
-        apply(&mut self.rows, &write);
-        self.writes.push(write);
-    }
 }
 
 impl LeaseStore for Transaction<'_> {
@@ -244,6 +212,7 @@ impl LeaseStore for Transaction<'_> {
     fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError> {
         self.reach()?;
         Ok(self
+            .pending
             .rows
             .get(&(self.holder, key.first_node, key.start))
             .map(|&(last_node, end, used_through)| StoredLease { last_node, end, used_through }))
@@ -260,9 +229,9 @@ impl LeaseStore for Transaction<'_> {
     ) -> Result<Option<(u64, u64)>, StoreError> {
         self.reach()?;
         let row_key = (self.holder, key.first_node, key.start);
-        if let Some(&(last_node, old_end, _)) = self.rows.get(&row_key).filter(|row| row.1 >= now) {
+        if let Some(&(last_node, old_end, _)) = self.pending.rows.get(&row_key).filter(|row| row.1 >= now) {
             let new_end = old_end.max(end);
-            let overlaps = self.rows.iter().any(|(&other, row)| {
+            let overlaps = self.pending.rows.iter().any(|(&other, row)| {
                 other != row_key
                     && other.1 <= last_node
                     && row.0 >= key.first_node
@@ -273,8 +242,9 @@ impl LeaseStore for Transaction<'_> {
                 return Err(StoreError("23P01: the renewal overlaps another lease".into()));
             }
         }
-        self.write(Write::Renew { holder: self.holder, key, end, used_through, now });
+        self.pending.write(Write::Renew { holder: self.holder, key, end, used_through, now });
         Ok(self
+            .pending
             .rows
             .get(&(self.holder, key.first_node, key.start))
             .filter(|row| row.1 >= now)
@@ -283,7 +253,7 @@ impl LeaseStore for Transaction<'_> {
 
     fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError> {
         self.reach()?;
-        self.write(Write::Delete { holder: self.holder, key });
+        self.pending.write(Write::Delete { holder: self.holder, key });
         Ok(())
     }
 
@@ -294,6 +264,7 @@ impl LeaseStore for Transaction<'_> {
     fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError> {
         self.reach()?;
         Ok(self
+            .pending
             .rows
             .iter()
             .filter(|&(&(_, row_first, _), row)| row_first <= last && row.0 >= first)
@@ -304,26 +275,26 @@ impl LeaseStore for Transaction<'_> {
     /// The table's rule: a new lease of a node starts after every earlier lease of it ended.
     fn insert(&mut self, lease: &Lease) -> Result<(), StoreError> {
         self.reach()?;
-        let overlaps = self
-            .rows
-            .iter()
-            .any(|(&(_, first, _), row)| first <= lease.last_node && row.0 >= lease.first_node && row.1 >= lease.start);
+        let overlaps =
+            self.pending.rows.iter().any(|(&(_, first, _), row)| {
+                first <= lease.last_node && row.0 >= lease.first_node && row.1 >= lease.start
+            });
         if overlaps {
             return Err(StoreError("23P01: the lease overlaps or precedes an existing one".into()));
         }
-        self.write(Write::Insert { holder: self.holder, lease: *lease });
+        self.pending.write(Write::Insert { holder: self.holder, lease: *lease });
         Ok(())
     }
 
     fn prune_inside(&mut self, lease: &Lease, before: u64) -> Result<(), StoreError> {
         self.reach()?;
-        self.write(Write::Prune { first: lease.first_node, last: lease.last_node, before });
+        self.pending.write(Write::Prune { first: lease.first_node, last: lease.last_node, before });
         Ok(())
     }
 
     fn commit(&mut self, needs_evidence: bool) -> Result<CommitEvidence, StoreError> {
         self.reach()?;
-        let writes = std::mem::take(&mut self.writes);
+        let writes = self.pending.take_writes();
         let coordinator = &mut *self.coordinator;
         let written_on = coordinator.server();
         if !writes.is_empty() {
@@ -402,7 +373,7 @@ impl Board for SharedMemory {
     }
 
     fn remember_unconfirmed(&mut self, key: LeaseKey) {
-        if self.unconfirmed.len() == 8 {
+        if self.unconfirmed.len() == UNCONFIRMED_SLOTS {
             self.unconfirmed.remove(0);
         }
         self.unconfirmed.push(key);
@@ -562,13 +533,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
     let mut issued = Issued::default();
     let mut summary = Summary::default();
     let mut standby_away_since: Option<u64> = None;
-    let mut history: VecDeque<String> = VecDeque::new();
-    let note = |history: &mut VecDeque<String>, now_ms: u64, what: String| {
-        if history.len() == 40 {
-            history.pop_front();
-        }
-        history.push_back(format!("{:>9} ms: {what}", now_ms));
-    };
+    let mut history = History::new(40, "ms");
 
     for step in 0..steps {
         summary.steps = step + 1;
@@ -576,31 +541,31 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
         // The coordinator's formation.
         if random.chance(600) && coordinator.primary_up {
             if coordinator.fail_over() {
-                note(&mut history, now_ms, "coordinator primary killed; standby promoted".into());
+                history.note(now_ms, "coordinator primary killed; standby promoted");
             } else {
                 coordinator.primary_up = false;
-                note(&mut history, now_ms, "coordinator primary down, no standby to promote".into());
+                history.note(now_ms, "coordinator primary down, no standby to promote");
             }
         }
         if !coordinator.primary_up && random.chance(4_000) {
             coordinator.primary_up = true;
-            note(&mut history, now_ms, "coordinator primary back".into());
+            history.note(now_ms, "coordinator primary back");
         }
         if coordinator.standby_attached && random.chance(300) {
             coordinator.standby_attached = false;
             standby_away_since = Some(now_ms);
-            note(&mut history, now_ms, "standby went away".into());
+            history.note(now_ms, "standby went away");
         }
         if !coordinator.standby_attached && random.chance(2_000) {
             coordinator.attach_standby();
             coordinator.synchronous = true;
             standby_away_since = None;
-            note(&mut history, now_ms, "standby attached, caught up, synchronous again".into());
+            history.note(now_ms, "standby attached, caught up, synchronous again");
         }
         // As pg_auto_failover does, some seconds after the standby left: asynchronous.
         if standby_away_since.is_some_and(|since| now_ms > since + 5_000) && coordinator.synchronous {
             coordinator.synchronous = false;
-            note(&mut history, now_ms, "replication asynchronous".into());
+            history.note(now_ms, "replication asynchronous");
         }
         if coordinator.standby_attached && random.chance(3_000) {
             coordinator.replicate();
@@ -615,16 +580,16 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
         match random.below(1_000_000) {
             0..=199 => {
                 member.crash(now_ms + random.below(5_000));
-                note(&mut history, now_ms, format!("member {index} crashed"));
+                history.note(now_ms, format_args!("member {index} crashed"));
                 continue;
             }
             200..=499 => member.cut_off_until = now_ms + random.below(20_000),
             500..=799 => {
                 // A clock stepped back or forward, by up to a minute.
-                member.clock_offset += random.below(121) as i64 - 60;
-                note(&mut history, now_ms, format!("member {index} clock offset now {}", member.clock_offset));
+                member.clock_offset += random.offset(60);
+                history.note(now_ms, format_args!("member {index} clock offset now {}", member.clock_offset));
             }
-            800..=1_099 => member.clock_offset += random.below(3) as i64 - 1,
+            800..=1_099 => member.clock_offset += random.offset(1),
             _ => {}
         }
         let now = member.clock(now_ms);
@@ -635,11 +600,9 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
                 8..=10 => Fate::ReplyLost,
                 _ => Fate::Plain,
             };
-            let rows = coordinator.primary.clone();
             let mut transaction = Transaction {
                 holder: member.holder,
-                rows,
-                writes: Vec::new(),
+                pending: Pending::begin(&coordinator.table),
                 reachable: now_ms >= member.cut_off_until,
                 fate,
                 standby_catches_up: random.chance(250_000),
@@ -649,13 +612,13 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             match tick.outcome {
                 Outcome::Taken(lease) => {
                     summary.leases_taken += 1;
-                    note(&mut history, now_ms, format!("member {index} took {lease:?} at clock {now}"));
+                    history.note(now_ms, format_args!("member {index} took {lease:?} at clock {now}"));
                 }
                 Outcome::Unconfirmed => summary.uncertain_commits += 1,
                 _ => {}
             }
             if let Some((lease, why)) = tick.withdrawn {
-                note(&mut history, now_ms, format!("member {index} withdrew {lease:?}: {why:?}"));
+                history.note(now_ms, format_args!("member {index} withdrew {lease:?}: {why:?}"));
             }
             continue;
         }
@@ -674,15 +637,13 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
         match member.backends[backend].refill(now, 2, 1 + random.below(8) as u32, &mut view) {
             Refill::Issued { first, count } => {
                 if let Some(other) = issued.record(first.timestamp, first.node_id, first.sequence, count, index) {
-                    let tail: Vec<String> = history.iter().cloned().collect();
                     return Err(format!(
-                        "seed {seed}, step {step}: second {} node {} sequences {}..{} issued by member {index} and member {other} (coordinator failovers {})\nlast events:\n{}",
+                        "seed {seed}, step {step}: second {} node {} sequences {}..{} issued by member {index} and member {other} (coordinator failovers {})\nlast events:\n{history}",
                         first.timestamp,
                         first.node_id,
                         first.sequence,
                         first.sequence + count,
                         coordinator.failovers,
-                        tail.join("\n")
                     ));
                 }
             }
@@ -711,8 +672,9 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
 fn no_id_is_issued_twice_through_failovers_lost_commits_partitions_crashes_and_clock_steps() {
     let started = std::time::Instant::now();
     let mut total = Summary::default();
-    for seed in 1..=SEEDS {
-        let summary = simulate(seed, STEPS).unwrap_or_else(|duplicate| panic!("{duplicate}"));
+    let summaries =
+        common::run_seeds(SEEDS, |seed| simulate(seed, STEPS)).unwrap_or_else(|duplicate| panic!("{duplicate}"));
+    for (seed, summary) in summaries {
         assert!(summary.leases_taken > 100, "seed {seed}: too few leases to prove anything: {summary:?}");
         assert!(summary.ids > 100_000, "seed {seed}: too few IDs to prove anything: {summary:?}");
         assert!(summary.failovers > 10 && summary.uncertain_commits > 30, "seed {seed}: faults too rare: {summary:?}");
@@ -739,7 +701,7 @@ fn no_id_is_issued_twice_through_failovers_lost_commits_partitions_crashes_and_c
 #[cfg(feature = "fault-grant-uncertain-commits")]
 #[test]
 fn with_uncertain_commits_granted_the_simulation_finds_a_duplicate() {
-    let found = (1..=SEEDS).find_map(|seed| simulate(seed, STEPS).err());
-    let duplicate = found.expect("the keeper granted uncertain commits, and the default budget found no duplicate");
+    let duplicate = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
+        .expect_err("the keeper granted uncertain commits, and the default budget found no duplicate");
     println!("found, as it must be:\n{duplicate}");
 }
