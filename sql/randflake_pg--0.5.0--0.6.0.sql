@@ -445,7 +445,7 @@ COMMENT ON FUNCTION randflake.check_node_lease() IS
 -- randflake_status() and randflake_app_leases(), which run in a statement of their own.
 REVOKE SELECT ON randflake.node_leases FROM pg_monitor;
 COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
-'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, outside randflake.database, or on a fleet member, which leases no application nodes. Refused inside a transaction block, so that no session keeps a lock on the lease table. For superusers and pg_monitor.';
+'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, outside randflake.database, or on a fleet member, where the pool''s state is the coordinator''s (ask it there). Refused inside a transaction block, so that no session keeps a lock on the lease table. For superusers and pg_monitor.';
 
 -- applease and table: randflake.revoke_default_privileges(), as 0.5.0 made it, names every
 -- routine a FUNCTION, which REVOKE refuses for a procedure, and restores pg_monitor's SELECT on

@@ -473,16 +473,6 @@ declare_errors! {
             call: "CALL randflake_lease_acquire(holder, seconds, NULL, NULL, NULL)",
         }],
     }
-    /// Application leases on a fleet member, where no evidence of the coordinator's commit is available.
-    AppLeaseInFleet { function: &'static str } {
-        sqlstate: ERRCODE_FEATURE_NOT_SUPPORTED,
-        when: "an application lease procedure on a fleet member (`randflake.node_source = fleet`)",
-        message: format!(
-            "{function}() cannot run on a fleet member: it has no evidence that the coordinator's commit of a lease is durable"
-        ),
-        hint: "Lease application nodes from a server in range mode with an application pool outside every member's nodes: a member cannot yet confirm that the coordinator's commits are durable.",
-        examples: [{ function: "randflake_lease_acquire" }],
-    }
     /// A write to the lease table that randflake_pg's own code did not make.
     LeaseTableWrite { what: String } {
         sqlstate: ERRCODE_INSUFFICIENT_PRIVILEGE,

@@ -453,7 +453,7 @@ fn window_row(window: randflake::app_lease::AppWindow) -> [Out; 3] {
 
 /// The application pool, for monitoring: its nodes, the leases held, the nodes free now, and
 /// the soonest end of a held lease. No row without a pool, outside randflake.database, or on a
-/// fleet member (which leases no application nodes).
+/// fleet member (the pool's state is the coordinator's: ask it there).
 /// EXECUTE is granted to pg_monitor only.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]

@@ -6,8 +6,11 @@
 //! A lease reaches the application only once its commit is durable: each procedure runs in a
 //! transaction of its own, commits it, and returns its result only on evidence that the commit
 //! is flushed here and confirmed by the synchronous standbys (`pg::procedure`), as the keeper
-//! publishes a lease only once durable. On a fleet member, where the table is the
-//! coordinator's and no such evidence is available yet, they refuse.
+//! publishes a lease only once durable. On a fleet member, where the table is the coordinator's,
+//! the evidence is the coordinator's, read back as the keeper reads it (its
+//! `randflake.commit_evidence`, imported beside the table) in transactions of their own after the
+//! commit; the member's connection to the coordinator is then closed, so that an idle
+//! application session holds none of the coordinator's connections.
 //!
 //! The functions are executable only by roles a DBA grants them to, and they write a table that
 //! a superuser-run keeper trusts, so every argument is treated as hostile: the holder is stored
@@ -22,14 +25,18 @@ pub mod settings;
 
 use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
+use std::time::Duration;
+
 use randflake::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence};
+use randflake::durability::Commit;
 
 use crate::errors::Error;
 use crate::keeper::settings::{self as keeper_settings, NodeSource};
-use crate::lease_table::{AppLeaseTable, LockNotGranted, NewAppLease, StoredWindow};
+use crate::lease_table::{AppLeaseTable, LockNotGranted, NewAppLease, StoredWindow, LOCK_WAIT};
 use crate::pg::identity::{self, Role};
 use crate::pg::lock::TableLock;
-use crate::pg::procedure::{Call, Durability, NotOwn, OwnTransaction};
+use crate::pg::procedure::{Call, Committed, Durability, NotOwn, OwnTransaction};
+use crate::pg::transaction::Alone;
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_report;
 
@@ -82,14 +89,11 @@ fn own_transaction(call: &Call, function: &'static str) -> OwnTransaction {
 
 /// Checks what every call needs, in order: a pool, the keeper's database, range mode, a
 /// well-formed holder, and a lease table the keeper may trust.
-fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Error> {
+fn request(holder: Option<&str>) -> Result<Request, Error> {
     let pool = settings::pool().ok_or(Error::NoAppPool {})?;
     let database = keeper_settings::database();
     if identity::database_name() != database {
         return Err(Error::AppLeaseDatabase { database });
-    }
-    if keeper_settings::node_source() == NodeSource::Fleet {
-        return Err(Error::AppLeaseInFleet { function });
     }
     let name = holder.ok_or(Error::AppLeaseNull { argument: "holder" })?;
     app_lease::check_holder(name).map_err(|reason| Error::AppLeaseArgument { reason: reason.to_string() })?;
@@ -106,10 +110,10 @@ fn request(function: &'static str, holder: Option<&str>) -> Result<Request, Erro
 }
 
 /// This server's lease table, if the keeper would trust it (in range mode: the extension's
-/// own). As the keeper's role.
+/// own; in fleet mode: the coordinator's, with its evidence relation). As the keeper's role.
 fn open_table() -> Option<AppLeaseTable> {
     let (schema, table) = keeper_settings::lease_table();
-    AppLeaseTable::open(&schema, &table, false)
+    AppLeaseTable::open(&schema, &table, keeper_settings::node_source() == NodeSource::Fleet)
 }
 
 fn no_lease_table() -> Error {
@@ -147,7 +151,7 @@ fn windows_of(table: &AppLeaseTable, (first, last): (u32, u32)) -> Vec<(u32, u64
 /// durably before it is returned.
 pub fn acquire(call: &Call, holder: Option<&str>, seconds: Option<i32>) -> AppWindow {
     let own = own_transaction(call, ACQUIRE.name);
-    let request = request(ACQUIRE.name, holder).unwrap_or_else(|error| error.raise());
+    let request = request(holder).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
     let mut store = SqlStore::new(request, own);
@@ -179,7 +183,7 @@ pub fn acquire(call: &Call, holder: Option<&str>, seconds: Option<i32>) -> AppWi
 /// committed durably before it is returned.
 pub fn extend(call: &Call, holder: Option<&str>, node: Option<i32>, seconds: Option<i32>) -> AppWindow {
     let own = own_transaction(call, EXTEND.name);
-    let request = request(EXTEND.name, holder).unwrap_or_else(|error| error.raise());
+    let request = request(holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
@@ -192,12 +196,30 @@ pub fn extend(call: &Call, holder: Option<&str>, node: Option<i32>, seconds: Opt
 /// the lease had already ended. True is returned only once the release is durable.
 pub fn release(call: &Call, holder: Option<&str>, node: Option<i32>) -> bool {
     let own = own_transaction(call, RELEASE.name);
-    let request = request(RELEASE.name, holder).unwrap_or_else(|error| error.raise());
+    let request = request(holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let mut store = SqlStore::new(request, own);
     store.lock(RELEASE.name);
     app_lease::release(&mut store, node, now).unwrap_or_else(|refusal| store.refused(&RELEASE, refusal))
+}
+
+/// How long a call on a fleet member reads the coordinator's evidence after its commit before it
+/// gives up on it as unconfirmed: as long as its statements wait for a lock.
+const EVIDENCE_WAIT: Duration = LOCK_WAIT;
+
+/// The transactions of a call after its commit, their work done as the keeper's role (whose user
+/// mapping reaches the coordinator) and each committed as the caller.
+struct AsKeeper {
+    committed: Committed,
+    keeper: Role,
+}
+
+impl Alone for AsKeeper {
+    fn alone<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        let keeper = self.keeper;
+        self.committed.alone(|| keeper.acting(work))
+    }
 }
 
 /// The lease table as one call sees it ([`app_lease::AppLeaseStore`]): each statement runs as
@@ -273,9 +295,8 @@ impl AppLeaseStore for SqlStore {
     }
 
     /// One UPDATE gives the row a holder no application can extend. Its end is set by the
-    /// table's trigger to `released_last` by the table server's clock, which is this server's
-    /// (the procedures run in range mode only): the `last` the crate computed, so it is not
-    /// written twice.
+    /// table's trigger to `released_last` by the table server's clock (in fleet mode the
+    /// coordinator's), not to the `last` the crate computed by this server's.
     fn replace_released(&mut self, node: u32, start: u64, _last: u64) -> bool {
         let holder = &self.holder;
         let released = self.keeper.acting(|| {
@@ -292,12 +313,33 @@ impl AppLeaseStore for SqlStore {
     }
 
     /// Made as the caller, not as the keeper: a transaction started while acting as another
-    /// role would go back to that role if it aborted.
+    /// role would go back to that role if it aborted. In fleet mode the commit commits the
+    /// coordinator's transaction too (postgres_fdw commits it first), and the coordinator's
+    /// evidence decides; the connection to it is closed afterwards, durable or not.
     fn commit(&mut self) -> CommitEvidence {
-        match self.own.take().map(OwnTransaction::commit) {
-            Some(Durability::Durable) => CommitEvidence::Durable,
-            // A write (in fleet mode, to another server) leaves evidence here or is unconfirmed.
-            Some(Durability::Unconfirmed | Durability::NothingWritten) | None => CommitEvidence::Unconfirmed,
+        let Some(own) = self.own.take() else {
+            return CommitEvidence::Unconfirmed;
+        };
+        let keeper = self.keeper;
+        let Some(evidence) = self.table.evidence.as_mut() else {
+            return match own.commit() {
+                Durability::Durable => CommitEvidence::Durable,
+                Durability::Unconfirmed | Durability::NothingWritten => CommitEvidence::Unconfirmed,
+            };
+        };
+        // The server the writes went to, read on their remote connection (the keeper's role's
+        // user mapping), before the commit.
+        let written_on = keeper.acting(|| evidence.server()).unwrap_or_else(|error| error!("{error}"));
+        evidence.start_tick(EVIDENCE_WAIT);
+        // What the commit shows here says nothing: the rows are the coordinator's.
+        let (_, committed) = own.commit_and_continue();
+        let mut transactions = AsKeeper { committed, keeper };
+        let read = evidence.after_commit(written_on, &mut transactions);
+        transactions.alone(|| self.table.disconnect());
+        transactions.committed.finish();
+        match read {
+            Ok(evidence) if evidence.commit() == Commit::Durable => CommitEvidence::Durable,
+            Ok(_) | Err(_) => CommitEvidence::Unconfirmed,
         }
     }
 }
@@ -315,8 +357,8 @@ pub struct PoolStatus {
 pub fn status() -> Option<PoolStatus> {
     const FUNCTION: &str = "randflake_app_leases";
     let pool = settings::pool()?;
-    // A fleet member leases no application nodes, and reading the coordinator's table would
-    // keep a connection to it open for the rest of the session.
+    // On a fleet member the pool's state is the coordinator's table's: read it there (reading it
+    // here would keep a connection to the coordinator open for the rest of the session).
     if identity::database_name() != keeper_settings::database() || keeper_settings::node_source() == NodeSource::Fleet {
         return None;
     }

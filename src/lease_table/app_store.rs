@@ -7,16 +7,21 @@
 use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
 
+use randflake::keeper::TableCheck;
+
+use super::commit_evidence::{self, EvidenceReader};
 use super::vetting::{self, Verdict};
 use super::{as_extension, lock_table, LockNotGranted, LOCK_WAIT};
-use crate::pg::guc;
 use crate::pg::lock::TableLock;
+use crate::pg::{backend, guc};
 
 /// The lease table, found trusted, as the application lease procedures use it.
 pub struct AppLeaseTable {
     /// Quoted for SQL.
     table: String,
     relation: pg_sys::Oid,
+    /// In fleet mode: where its commits' evidence is read (on the server holding the table).
+    pub evidence: Option<EvidenceReader>,
 }
 
 /// The last second of a window on record of one node.
@@ -57,10 +62,63 @@ fn run<T>(statement: impl FnOnce() -> Result<T, SpiError>) -> T {
 
 impl AppLeaseTable {
     /// The table `schema.table` if the keeper would trust it (`foreign_allowed` in fleet mode).
+    /// In fleet mode its evidence relation must be trusted too: without it no commit through
+    /// the table could be shown durable.
     pub fn open(schema: &str, table: &str, foreign_allowed: bool) -> Option<Self> {
-        match vetting::vet(schema, table, foreign_allowed) {
-            Verdict::Trusted(relation) => Some(Self { table: quote_qualified_identifier(schema, table), relation }),
-            Verdict::Missing | Verdict::Refused(_) => None,
+        let Verdict::Trusted(relation) = vetting::vet(schema, table, foreign_allowed) else {
+            return None;
+        };
+        let evidence = if foreign_allowed {
+            if commit_evidence::check(schema, true) != TableCheck::Trusted {
+                return None;
+            }
+            Some(EvidenceReader::new(schema))
+        } else {
+            None
+        };
+        Some(Self { table: quote_qualified_identifier(schema, table), relation, evidence })
+    }
+
+    /// Closes this backend's postgres_fdw connections to the server of the table, if it is a
+    /// foreign table: an idle application session then holds none of the coordinator's
+    /// connections. Between transactions that used it (postgres_fdw keeps one in use until the
+    /// transaction ends). The function is postgres_fdw's own (a member of the extension), found
+    /// by OID in the extension's schema, which a superuser owns (for `public` in PostgreSQL 15 and
+    /// later, owned by `pg_database_owner`: the database's owner), never through `search_path`.
+    pub fn disconnect(&self) {
+        let found = run(|| {
+            Spi::connect(|client| {
+                let rows = client.select(
+                    "SELECT s.srvname::pg_catalog.text, p.oid
+                       FROM pg_catalog.pg_foreign_table t
+                       JOIN pg_catalog.pg_foreign_server s ON s.oid = t.ftserver
+                       JOIN pg_catalog.pg_extension e ON e.extname OPERATOR(pg_catalog.=) 'postgres_fdw'
+                       JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                       JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+                       JOIN pg_catalog.pg_roles r ON r.rolsuper
+                        AND r.oid = CASE WHEN n.nspowner = 'pg_database_owner'::pg_catalog.regrole THEN d.datdba
+                                         ELSE n.nspowner END
+                       JOIN pg_catalog.pg_proc p ON p.pronamespace = e.extnamespace
+                        AND p.proname OPERATOR(pg_catalog.=) 'postgres_fdw_disconnect'
+                        AND p.proargtypes OPERATOR(pg_catalog.=) '25'::pg_catalog.oidvector
+                        AND p.prorettype OPERATOR(pg_catalog.=) 'pg_catalog.bool'::pg_catalog.regtype
+                      WHERE t.ftrelid = $1
+                        AND EXISTS (SELECT FROM pg_catalog.pg_depend m
+                                     WHERE m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND m.objid = p.oid
+                                       AND m.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                                       AND m.refobjid = e.oid AND m.deptype OPERATOR(pg_catalog.=) 'e')",
+                    Some(1),
+                    &[self.relation.into()],
+                )?;
+                if rows.is_empty() {
+                    return Ok(None);
+                }
+                let row = rows.first();
+                Ok(row.get::<String>(1)?.zip(row.get::<pg_sys::Oid>(2)?))
+            })
+        });
+        if let Some((server, function)) = found {
+            backend::call_text_to_bool(function, &server);
         }
     }
 

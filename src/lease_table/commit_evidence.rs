@@ -17,7 +17,8 @@ use randflake::durability::{Commit, CommitEvidence, WalReading, WalServer};
 use randflake::keeper::TableCheck;
 
 use super::vetting::{self, Verdict};
-use crate::pg::{backend, transaction};
+use crate::pg::backend;
+use crate::pg::transaction::Alone;
 
 /// The name of the evidence relation, in the lease table's schema.
 pub const RELATION: &str = "commit_evidence";
@@ -60,7 +61,7 @@ impl EvidenceReader {
         Self { relation, query, poll_until: Instant::now() }
     }
 
-    /// Starts a tick that may spend up to `limit` polling after its commit.
+    /// Starts a tick (or a procedure's call) that may spend up to `limit` polling after its commit.
     pub fn start_tick(&mut self, limit: Duration) {
         self.poll_until = Instant::now() + limit;
     }
@@ -70,26 +71,22 @@ impl EvidenceReader {
         self.read().map(|reading| reading.server)
     }
 
-    /// After a commit made on `written_on` returned: readings in transactions of their own until
-    /// one shows it durable, or the tick's time for them is up. Leaves no transaction open, unless
-    /// a reading failed (the caller aborts it).
-    pub fn after_commit(&self, written_on: WalServer) -> Result<CommitEvidence, SpiError> {
-        let first = self.read_alone()?;
+    /// After a commit made on `written_on` returned: readings, each in a transaction of its own
+    /// that `transactions` gives it (for a foreign table, a new remote transaction), until one
+    /// shows it durable or the time set for them is up.
+    pub fn after_commit(
+        &self,
+        written_on: WalServer,
+        transactions: &mut impl Alone,
+    ) -> Result<CommitEvidence, SpiError> {
+        let first = transactions.alone(|| self.read())?;
         let mut evidence = CommitEvidence::Read { written_on, first, latest: first };
         while evidence.commit() == Commit::Uncertain && first.server == written_on && Instant::now() < self.poll_until {
             backend::wait_on_latch(POLL_INTERVAL);
             check_for_interrupts!();
-            evidence = CommitEvidence::Read { written_on, first, latest: self.read_alone()? };
+            evidence = CommitEvidence::Read { written_on, first, latest: transactions.alone(|| self.read())? };
         }
         Ok(evidence)
-    }
-
-    /// One reading in a transaction of its own: a new remote transaction for a foreign table.
-    fn read_alone(&self) -> Result<WalReading, SpiError> {
-        transaction::start();
-        let reading = self.read()?;
-        transaction::commit();
-        Ok(reading)
     }
 
     fn read(&self) -> Result<WalReading, SpiError> {

@@ -216,7 +216,7 @@ impl LeaseStore for SqlStore {
             Ok(())
         })?;
         match written_on {
-            Some(server) => caught(|| self.evidence.after_commit(server)),
+            Some(server) => caught(|| self.evidence.after_commit(server, &mut transaction::Worker)),
             None => Ok(CommitEvidence::NotRead),
         }
     }

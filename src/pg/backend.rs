@@ -119,3 +119,15 @@ impl<T> BackendLocal<T> {
         f(&mut self.0.borrow_mut())
     }
 }
+
+/// The value of the function `function`, taking text and returning boolean, called with
+/// `argument`: by OID, so no name is resolved, and without an EXECUTE check (the extension
+/// calls it for itself). An ERROR it raises is raised as any other.
+pub fn call_text_to_bool(function: pg_sys::Oid, argument: &str) -> bool {
+    use pgrx::IntoDatum;
+    let argument = argument.into_datum().unwrap_or_else(|| pgrx::error!("randflake_pg: text argument not formed"));
+    // SAFETY: the caller found `function` taking one text argument and returning boolean, and
+    // the argument is a text datum in the current memory context; a NULL result raises an ERROR.
+    let result = unsafe { pg_sys::OidFunctionCall1Coll(function, pg_sys::InvalidOid, argument) };
+    result.value() != 0
+}

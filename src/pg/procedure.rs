@@ -10,6 +10,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::headers::SYNC_REP_LOCK;
+use super::transaction::Alone;
 
 /// One CALL of a C procedure, as PostgreSQL's function manager passed it.
 pub struct Call {
@@ -149,33 +150,74 @@ impl OwnTransaction {
     /// waiting commits at, computed from the standbys for `FIRST n` and `ANY n` alike). A cancel
     /// during the commit's wait leaves that position short of the commit: `Unconfirmed`.
     pub fn commit(self) -> Durability {
+        let (durability, committed) = self.commit_and_continue();
+        committed.finish();
+        durability
+    }
+
+    /// Commits and judges the commit as [`commit`](Self::commit) does, and keeps the procedure
+    /// able to run work in transactions of its own afterwards ([`Committed`]).
+    pub fn commit_and_continue(self) -> (Durability, Committed) {
         // SAFETY: the non-atomic SPI connection of `own_transaction` is the current one (every
         // nested one is finished by now); SPI_commit commits and starts the next transaction,
-        // raising an ERROR as any other on failure, and SPI_finish closes the connection.
-        // XactLastCommitEnd is this backend's own, set by the commit just made when it wrote a
-        // commit record, which it did if the transaction had an id.
-        let commit_end = unsafe {
+        // raising an ERROR as any other on failure. XactLastCommitEnd is this backend's own, set
+        // by the commit just made when it wrote a commit record, which it did if the transaction
+        // had an id.
+        let (wrote, commit_end) = unsafe {
             let wrote = pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId;
             pg_sys::SPI_commit();
-            pg_sys::SPI_finish();
-            if !wrote {
-                return Durability::NothingWritten;
-            }
-            pg_sys::XactLastCommitEnd
+            (wrote, pg_sys::XactLastCommitEnd)
         };
-        // SAFETY: a read of this server's WAL flush position.
-        let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
-        if flushed < commit_end {
-            return Durability::Unconfirmed;
+        (judge(wrote, commit_end), Committed(()))
+    }
+}
+
+/// The transactions of a CALL after its own commit: each piece of work [`Alone::alone`] runs is
+/// committed on its own; [`Committed::finish`] leaves the last, empty one for the CALL to end.
+pub struct Committed(());
+
+impl Alone for Committed {
+    fn alone<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        // SAFETY: the transaction SPI_commit started is open and has no snapshot (the CALL's was
+        // released at the commit); one is set for `work`'s statements and taken off before the
+        // commit, made on the CALL's non-atomic SPI connection, still the current one.
+        unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
+        let value = work();
+        // SAFETY: as above.
+        unsafe {
+            pg_sys::PopActiveSnapshot();
+            pg_sys::SPI_commit();
         }
-        if !synchronous_standbys_configured() {
-            return Durability::Durable;
-        }
-        if synchronous_standbys_confirmed() >= commit_end {
-            Durability::Durable
-        } else {
-            Durability::Unconfirmed
-        }
+        value
+    }
+}
+
+impl Committed {
+    /// Closes the CALL's non-atomic SPI connection.
+    pub fn finish(self) {
+        // SAFETY: the connection of `own_transaction` is the current one; nothing uses it after.
+        unsafe { pg_sys::SPI_finish() };
+    }
+}
+
+/// What a commit that returned shows: `wrote`, whether it wrote a commit record, ending at
+/// `commit_end`.
+fn judge(wrote: bool, commit_end: pg_sys::XLogRecPtr) -> Durability {
+    if !wrote {
+        return Durability::NothingWritten;
+    }
+    // SAFETY: a read of this server's WAL flush position.
+    let flushed = unsafe { pg_sys::GetFlushRecPtr(std::ptr::null_mut()) };
+    if flushed < commit_end {
+        return Durability::Unconfirmed;
+    }
+    if !synchronous_standbys_configured() {
+        return Durability::Durable;
+    }
+    if synchronous_standbys_confirmed() >= commit_end {
+        Durability::Durable
+    } else {
+        Durability::Unconfirmed
     }
 }
 

@@ -17,6 +17,26 @@ pub fn start() {
     }
 }
 
+/// Work run in a transaction of its own after a commit: a background worker's, started and
+/// committed between its transactions ([`Worker`]), or a procedure's next one after its own
+/// commit (`procedure::Committed`). For a foreign table, each is a new remote transaction.
+pub trait Alone {
+    /// Runs `work` in a transaction of its own, which it then commits.
+    fn alone<T>(&mut self, work: impl FnOnce() -> T) -> T;
+}
+
+/// A background worker's transactions.
+pub struct Worker;
+
+impl Alone for Worker {
+    fn alone<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        start();
+        let value = work();
+        commit();
+        value
+    }
+}
+
 /// Commits the transaction [`start`] opened; an ERROR at commit (a remote COMMIT that failed, a
 /// deferred check) is raised as any other. Does nothing outside a transaction.
 pub fn commit() {

@@ -12,8 +12,8 @@ application ID decodes, under the secret of the cluster's key file, to the node 
 was made under and a second inside that lease's window; no node's windows overlap; the
 database's IDs are in the servers' own nodes. IDs per second per process are printed (pytest -s).
 
-It runs in range mode (one server): a fleet member refuses application leases (0.6.0), as it has
-no evidence of the coordinator's commits (docs/application-leases.md).
+The same runs in range mode (one server) and in fleet mode (a coordinator and two members, the
+generators spread over both members).
 
 This file is also the generator program: `python test_app_lease_load.py worker ...`.
 """
@@ -167,7 +167,8 @@ if __name__ == "__main__":
 # --- the test ---------------------------------------------------------------------------------
 
 # The generator processes need none of the test's imports.
-from conftest import Cluster  # noqa: E402
+from conftest import Cluster, needs_postgres_fdw  # noqa: E402
+from test_fleet import join_fleet, lease_of, member_settings  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -435,3 +436,22 @@ def test_generators_and_the_database_never_collide_in_range_mode(make_cluster, t
             "CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next(), at timestamptz DEFAULT clock_timestamp())"
         )
     run_and_check([cluster], cluster, tmp_path, "range mode", seed=1)
+
+
+@needs_postgres_fdw
+def test_generators_and_the_database_never_collide_in_fleet_mode(make_cluster, tmp_path):
+    """A coordinator and two members; the application pool is the same on both members and
+    outside the fleet's pool, and the generators lease through both."""
+    coordinator = make_cluster(
+        "randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 29"
+    )
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    members = [make_cluster(*member_settings(), *APP_POOL_SETTINGS) for _ in range(2)]
+    (members[1].dir / "randflake.key").write_text(members[0].key_hex)
+    for member in members:
+        member.start()
+        join_fleet(member, coordinator)
+        lease_of(coordinator, member)
+    run_and_check(members, coordinator, tmp_path, "fleet mode", seed=2)

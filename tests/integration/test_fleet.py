@@ -235,13 +235,13 @@ def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
                 time.sleep(0.5)
 
 
-def test_application_leases_on_a_member_are_refused_without_a_coordinator_connection(make_cluster):
-    """A member has no evidence yet that the coordinator's commit of an application lease is
-    durable, so its lease procedures refuse (0A000) before they reach the coordinator, and
-    randflake_app_leases() reports no pool there: idle sessions that called them hold no
-    coordinator connection. With eight of them
-    and max_connections = 12 on the coordinator (0.5.0's functions filled it), a new member
-    still gets its lease."""
+def test_application_leases_on_a_member_hold_no_coordinator_connection(make_cluster):
+    """A member's lease procedures write through the coordinator's table, return a lease once the
+    coordinator shows its commit durable, and close their connection to the coordinator: eight
+    idle application sessions that each leased (and extended, or released) through a member hold
+    no coordinator connection, so with max_connections = 12 on the coordinator (0.5.0's functions
+    filled it) a new member still gets its lease. randflake_app_leases() reports no pool on a
+    member (its state is the coordinator's)."""
     coordinator = make_cluster("randflake.node_source = 'off'", *POOL, "max_connections = 12")
     coordinator.start()
     with coordinator.connect() as conn:
@@ -254,17 +254,25 @@ def test_application_leases_on_a_member_are_refused_without_a_coordinator_connec
     lease_of(coordinator, members[0])
     sessions = [members[0].connect() for _ in range(8)]
     try:
+        nodes = set()
         for number, session in enumerate(sessions):
-            for statement in (
-                "CALL randflake_lease_acquire(%s, 600, NULL, NULL, NULL)",
-                "CALL randflake_lease_extend(%s, 5000, 600, NULL, NULL, NULL)",
-                "CALL randflake_lease_release(%s, 5000, NULL)",
-            ):
-                with pytest.raises(psycopg.errors.FeatureNotSupported) as refused:
-                    session.execute(statement, (f"app-{number}",))
-                assert "cannot run on a fleet member" in refused.value.diag.message_primary
-                assert refused.value.diag.message_hint
+            holder = f"app-{number}"
+            node, start, end = session.execute(
+                "CALL randflake_lease_acquire(%s, 600, NULL, NULL, NULL)", (holder,)).fetchone()
+            assert 5000 <= node <= 5007 and end > start, (node, start, end)
+            nodes.add(node)
+            _, extended_start, extended_end = session.execute(
+                "CALL randflake_lease_extend(%s, %s, 900, NULL, NULL, NULL)", (holder, node)).fetchone()
+            assert extended_start == start and extended_end > end
+            if number % 2:
+                (released,) = session.execute("CALL randflake_lease_release(%s, %s, NULL)", (holder, node)).fetchone()
+                assert released is True
             assert session.execute("SELECT * FROM randflake_app_leases()").fetchall() == []
+        assert len(nodes) == 8, nodes
+        with coordinator.connect() as conn:
+            stored = conn.execute(
+                "SELECT count(*) FROM randflake.node_leases WHERE first_node BETWEEN 5000 AND 5007").fetchone()[0]
+        assert stored == 8, stored
         with coordinator.connect() as conn:
             (connections,) = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"

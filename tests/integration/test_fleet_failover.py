@@ -6,7 +6,9 @@ naming both, with `target_session_attrs 'read-write'`.
 Proven here, on real servers and real crashes (SIGKILL of the primary's pg_autoctl and
 postmaster), with members inserting IDs concurrently throughout:
 * through three failovers, one of them with lease commits in flight (written on the primary,
-  not yet on the standby), no member refuses an ID: a failover completes well within the two
+  not yet on the standby), no member refuses an ID, and application processes leasing nodes
+  through the members (randflake_lease_acquire/_extend/_release, short leases that churn) resume
+  as soon as the formation takes writes and are never granted overlapping windows of a node: a failover completes well within the two
   thirds of a lease a member can issue without renewing; a member restarted right after a
   failover issues within 5 s; no ID and no (second, node) is ever issued by two members, though
   the members over the run hold more leases than the pool has blocks, so blocks change hands
@@ -48,6 +50,10 @@ MARGIN = LEASE_SECONDS * 2 // 3 - 1
 SHORT_LEASE_SECONDS = 15
 # How soon a (re)started member must issue its first ID.
 FIRST_ID_WITHIN = 5.0
+# The application pool of the failover test, outside every test's member pool: few nodes and
+# short leases, so that nodes change hands many times across the failovers.
+APP_POOL = (5000, 5005)
+APP_LEASE_SECONDS = 3
 
 
 def member_settings(lease_seconds: int, blocks: int, first_node: int = 0) -> tuple[str, ...]:
@@ -61,6 +67,8 @@ def member_settings(lease_seconds: int, blocks: int, first_node: int = 0) -> tup
         f"randflake.lease_seconds = {lease_seconds}",
         f"randflake.node_id_min = {first_node}",
         f"randflake.node_id_max = {first_node + blocks * BLOCK - 1}",
+        f"randflake.app_node_id_min = {APP_POOL[0]}",
+        f"randflake.app_node_id_max = {APP_POOL[1]}",
     )
 
 
@@ -100,6 +108,84 @@ class Inserter(threading.Thread):
         """The longest time between confirmed batches from `start` to `end` (wall clock)."""
         times = [start, *(at for at in self.confirmed if start < at < end), end]
         return max(later - earlier for earlier, later in zip(times, times[1:]))
+
+
+class AppLeaser(threading.Thread):
+    """An application process's lease loop through one member: acquire a short lease, extend it a
+    second later, a second after that release it (every other time) or let it lapse. Records every window the
+    server granted, with its latest end, and every refusal."""
+
+    def __init__(self, cluster: Cluster, holder: str):
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.holder = holder
+        self.stopping = threading.Event()
+        self.granted: list[list[int]] = []  # [node, start, end_exclusive], the end as last extended
+        self.confirmed: list[float] = []
+        self.refusals: list[tuple[float, str | None, str]] = []
+        self.failure: BaseException | None = None
+
+    def call(self, conn: psycopg.Connection, query: str, *args) -> tuple:
+        row = conn.execute(query, args).fetchone()
+        self.confirmed.append(time.time())
+        return row
+
+    def run(self) -> None:
+        conn = None
+        rounds = 0
+        try:
+            while not self.stopping.is_set():
+                try:
+                    if conn is None or conn.broken:
+                        conn = self.cluster.connect()
+                    node, start, end = self.call(
+                        conn, "CALL randflake_lease_acquire(%s, %s, NULL, NULL, NULL)", self.holder, APP_LEASE_SECONDS)
+                    window = [node, start, end]
+                    self.granted.append(window)
+                    self.stopping.wait(1)
+                    _, extended_start, extended_end = self.call(
+                        conn, "CALL randflake_lease_extend(%s, %s, %s, NULL, NULL, NULL)", self.holder, node, APP_LEASE_SECONDS)
+                    assert extended_start == start and extended_end >= end, (window, extended_start, extended_end)
+                    window[2] = extended_end
+                    self.stopping.wait(1)
+                    rounds += 1
+                    if rounds % 2:
+                        self.call(conn, "CALL randflake_lease_release(%s, %s, NULL)", self.holder, node)
+                except psycopg.OperationalError as error:
+                    self.refusals.append((time.time(), error.sqlstate, str(error).strip()[:200]))
+                    self.stopping.wait(0.1)
+                except psycopg.Error as error:
+                    self.refusals.append((time.time(), error.sqlstate, error.diag.message_primary))
+                    self.stopping.wait(0.1)
+        except BaseException as error:  # reported by the test, not swallowed
+            self.failure = error
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        assert self.failure is None, f"{self.holder} failed: {self.failure!r}"
+
+    def first_success_after(self, moment: float) -> float | None:
+        return next((at for at in self.confirmed if at > moment), None)
+
+
+def overlapping_app_windows(leasers: list[AppLeaser]) -> list[tuple]:
+    """Pairs of granted windows of one node whose seconds overlap: each would let two processes
+    issue IDs with the same (second, node)."""
+    by_node: dict[int, list[tuple[int, int, str]]] = {}
+    for leaser in leasers:
+        for node, start, end in leaser.granted:
+            by_node.setdefault(node, []).append((start, end, leaser.holder))
+    overlaps = []
+    for node, windows in by_node.items():
+        windows.sort()
+        for earlier, later in zip(windows, windows[1:]):
+            if later[0] < earlier[1]:
+                overlaps.append((node, earlier, later))
+    return overlaps
 
 
 def start_cluster(cluster: Cluster) -> None:
@@ -333,6 +419,9 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
     after the first and the third failover, the second restart once the first one's old block
     is free again."""
     members = start_members(make_cluster, formation, MEMBERS, LEASE_SECONDS, blocks=MEMBERS + 1, first_node=0)
+    leasers = [AppLeaser(member.cluster, f"app-{member.label}") for member in members[1:]]
+    for leaser in leasers:
+        leaser.start()
     time.sleep(2)  # a load period before the first failover
     run_started = time.time()
     cycles = []
@@ -355,6 +444,14 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         first_write = first_lease_write_after(new, killed_at, LEASE_SECONDS)
         cycle["first_lease_write"] = None if first_write is None else first_write - killed_at
         cycle["gaps"] = {m.label: m.inserter.largest_gap(killed_at, time.time()) for m in members}
+        writable_at = killed_at + cycle["writable"]
+        cycle["app_resumed"] = {}
+        for leaser in leasers:
+            deadline = time.time() + 30
+            while leaser.first_success_after(writable_at) is None and time.time() < deadline:
+                time.sleep(0.05)
+            resumed = leaser.first_success_after(writable_at)
+            cycle["app_resumed"][leaser.holder] = None if resumed is None else resumed - writable_at
         if number in restarts:
             member = restarts[number]
             if restarted_at is not None:
@@ -375,6 +472,8 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
     time.sleep(1)  # a load period after the last failover
     all_refusals = refusals(members)
     inserters = [member.stop_inserting() for member in members]
+    for leaser in leasers:
+        leaser.stop()
     leases = {member.label: member.leases_taken() for member in members}
 
     print(f"\nfleet failover run: {time.time() - run_started:.1f} s, lease {LEASE_SECONDS} s, margin {MARGIN} s, "
@@ -390,6 +489,8 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
               f"read-write sessions it accepted meanwhile: {cycle['zombie_writes'][0]} of {cycle['zombie_writes'][1]}")
         print("    longest pause between a member's confirmed inserts from the kill to the first lease write: "
               + ", ".join(f"{label} {gap:.2f} s" for label, gap in cycle["gaps"].items()))
+        print("    application leasing resumed after the formation took writes: " + ", ".join(
+            f"{holder} " + ("never" if took is None else f"{took:.2f} s") for holder, took in cycle["app_resumed"].items()))
         if "restarted" in cycle:
             print(f"    {cycle['restarted']} restarted after it: first ID "
                   f"{cycle['restart_to_first_id']:.2f} s after its start")
@@ -397,6 +498,12 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         print(f"leases taken by {label}: {taken}")
     print(f"refusals: {len(all_refusals)} {all_refusals[:5]}")
     print(f"batches confirmed: {sum(len(inserter.confirmed) for inserter in inserters)}")
+    overlaps = overlapping_app_windows(leasers)
+    for leaser in leasers:
+        nodes = {node for node, _, _ in leaser.granted}
+        print(f"{leaser.holder}: {len(leaser.granted)} application leases granted over nodes {sorted(nodes)}, "
+              f"{len(leaser.refusals)} calls refused, the first: {leaser.refusals[:2]}")
+    print(f"overlapping application windows of one node: {len(overlaps)}")
 
     for cycle in cycles:
         assert cycle["writable"] < MARGIN - 3, (
@@ -405,10 +512,16 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         assert cycle["zombie_writes"][0] == 0, "a killed primary took writes before rejoining as standby"
         if "restart_to_first_id" in cycle:
             assert cycle["restart_to_first_id"] < FIRST_ID_WITHIN, cycle
+        assert all(took is not None and took < FIRST_ID_WITHIN for took in cycle["app_resumed"].values()), cycle
     assert cycles[1]["commits_in_flight"], "no lease commit was in flight when the primary was killed"
     assert all_refusals == [], all_refusals[:10]
     # Five member lives over four blocks: a block changed hands after the failovers.
     assert sum(len(taken) for taken in leases.values()) > MEMBERS + 1, leases
+    # More application leases than the pool has nodes: nodes changed hands across the failovers.
+    granted_nodes = [node for leaser in leasers for node, _, _ in leaser.granted]
+    assert len(granted_nodes) > APP_POOL[1] - APP_POOL[0] + 1, granted_nodes
+    assert max(granted_nodes.count(node) for node in set(granted_nodes)) >= 2, granted_nodes
+    assert overlaps == [], overlaps[:10]
     check_no_duplicates(members)
 
 
