@@ -148,9 +148,19 @@ def refused(conn: psycopg.Connection, statement: str, params: tuple = ()) -> psy
     return error
 
 
+# Linux's CLOCK_REALTIME_COARSE, which the time module does not name.
+CLOCK_REALTIME_COARSE = 5
+
+
+def server_second() -> int:
+    """The second the server's clock reads now: the coarse clock of this host (src/pg/clock.rs)."""
+    return int(time.clock_gettime(CLOCK_REALTIME_COARSE))
+
+
 def wait_past(second: int) -> None:
-    """Sleeps until the server's clock has passed `second` (with a margin for its coarse clock)."""
-    time.sleep(max(0.0, second + 1.02 - time.time()))
+    """Waits until the server's clock has passed `second`."""
+    timeout = second + 10 - time.time()
+    wait_for(lambda: server_second() > second, timeout, f"the server's clock to pass second {second}", interval=0.01)
 
 
 def server_node(conn: psycopg.Connection) -> int:
@@ -306,7 +316,7 @@ def test_short_leases_churn_without_overlap(pool):
                         with lock:
                             counts["released"] += 1
                     else:
-                        time.sleep(max(0.0, window[1] - time.time()))
+                        wait_past(window[1] - 1)  # the window's end, on the server's clock
         except BaseException as error:  # reported by the test
             errors.append(error)
 

@@ -57,22 +57,20 @@ def join_fleet(member: Cluster, coordinator: Cluster, remote_user: str = "postgr
 
 def lease_of(coordinator: Cluster, member: Cluster, timeout: float = 20) -> tuple:
     """(first_node, last_node, lease_start, lease_end) of the member's latest lease, once it has one."""
-    deadline = time.monotonic() + timeout
     with member.connect() as conn:
         holder = conn.execute(
             "SELECT system_identifier::text FROM pg_control_system()"
         ).fetchone()[0]
     with coordinator.connect() as conn:
-        while True:
-            row = conn.execute(
+        return wait_for(
+            lambda: conn.execute(
                 """SELECT first_node, last_node, lease_start, lease_end FROM randflake.node_leases
                     WHERE holder LIKE %s || '/%%' ORDER BY lease_start DESC LIMIT 1""",
                 (holder,),
-            ).fetchone()
-            if row:
-                return row
-            assert time.monotonic() < deadline, f"no lease for {member.dir} in {coordinator.log()[-2000:]}"
-            time.sleep(0.2)
+            ).fetchone(),
+            timeout,
+            f"a lease for {member.dir} in the coordinator's table",
+        )
 
 
 def insert_for(member: Cluster, seconds: float, errors: list) -> None:
@@ -200,6 +198,15 @@ def test_a_stopped_members_block_is_leased_again_only_after_its_lease_ended(flee
             assert conn.execute("SELECT state FROM randflake_status()").fetchone()[0] == "active"
 
 
+def next_id_refusal(conn: psycopg.Connection) -> psycopg.Error | None:
+    """The error randflake_next() raises on `conn`, or None if it issues an ID."""
+    try:
+        conn.execute("SELECT randflake_next()")
+    except psycopg.Error as error:
+        return error
+    return None
+
+
 def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
     """With its coordinator unreachable a member keeps issuing until its lease ends, then refuses
     with a clear error, and resumes by itself once the coordinator is back."""
@@ -209,30 +216,16 @@ def test_a_member_whose_lease_lapsed_stops_issuing(fleet):
     coordinator.stop()
     with member.connect() as conn:
         conn.execute("SELECT randflake_next()")
-        deadline = time.monotonic() + 3 * LEASE_SECONDS
-        while True:
-            try:
-                conn.execute("SELECT randflake_next()")
-            except psycopg.Error as error:
-                assert error.sqlstate == "55000"
-                assert "node lease covers IDs only through second" in error.diag.message_primary
-                assert "randflake_status()" in error.diag.message_hint
-                break
-            assert time.monotonic() < deadline, "a member kept issuing past its lease"
-            time.sleep(0.5)
+        error = wait_for(lambda: next_id_refusal(conn), 3 * LEASE_SECONDS, "the member to stop issuing past its lease")
+        assert error.sqlstate == "55000"
+        assert "node lease covers IDs only through second" in error.diag.message_primary
+        assert "randflake_status()" in error.diag.message_hint
         status = conn.execute("SELECT state, lease_refusals FROM randflake_status()").fetchone()
         assert status[0].startswith("lease lapsed: keeper failing: ") and status[1] >= 1
         assert "retrying every second" in member.log()
 
         coordinator.start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                conn.execute("SELECT randflake_next()")
-                break
-            except psycopg.Error:
-                assert time.monotonic() < deadline, member.log()[-3000:]
-                time.sleep(0.5)
+        wait_for(lambda: next_id_refusal(conn) is None, 30, "the member to issue again once the coordinator is back")
 
 
 def test_application_leases_on_a_member_hold_no_coordinator_connection(make_cluster):

@@ -11,7 +11,7 @@ import time
 
 import psycopg
 
-from conftest import Cluster, needs_postgres_fdw, status, wait_for
+from conftest import Cluster, needs_postgres_fdw, status, wait_for, wait_ticks
 from test_fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings
 
 LEASE_COLUMNS = """first_node int, last_node int, holder text, server_name text, lease_start bigint,
@@ -122,7 +122,7 @@ def test_a_planted_lease_table_never_runs_as_superuser(make_cluster):
             what="the keeper to refuse the planted table",
         )
         assert 'owned by role "mallory"' in refused["state"] or "not a member" in refused["state"]
-        time.sleep(3)  # several more ticks: the keeper must keep its hands off
+        wait_ticks(admin, 3)  # several more ticks: the keeper must keep its hands off
         assert not is_superuser(admin, "mallory")
         error = admin.execute("SELECT 1").fetchone()  # the server is fine
         assert error == (1,)
@@ -154,7 +154,7 @@ def test_a_table_an_ordinary_role_made_in_a_superusers_schema_is_refused(make_cl
     with cluster.connect() as admin:
         state = wait_for(lambda: "refusing" in status(admin)["state"] and status(admin)["state"], 15, "a refusal")
         assert "not the lease table created by CREATE EXTENSION randflake_pg" in state
-        time.sleep(2)
+        wait_ticks(admin, 2)  # more ticks that refuse the table, and keep their hands off it
         assert not is_superuser(admin, "mallory")
 
 
@@ -185,7 +185,7 @@ def test_a_fleet_lease_table_an_ordinary_role_controls_is_refused(make_cluster):
         assert error is not None and error.sqlstate == "55000"
         assert "refusing the lease table" in error.diag.message_primary
         assert "no ordinary role" in error.diag.message_hint
-        time.sleep(2)
+        wait_ticks(admin, 2)  # more ticks that refuse the table, and keep their hands off it
         assert not is_superuser(admin, "mallory")
         assert admin.execute("SELECT count(*) FROM fleet.node_leases").fetchone()[0] == 0
     assert "refusing the lease table: fleet.node_leases is neither" in cluster.log()
@@ -236,7 +236,7 @@ def test_a_terminated_keeper_is_back_within_its_restart_interval(cluster):
     made_table(cluster)
     with cluster.connect() as admin, Inserter(cluster) as inserter:
         old_pid = wait_for(lambda: status(admin)["keeper_pid"], 10, "a keeper")
-        time.sleep(1)
+        wait_ticks(admin, 2)  # the first keeper past its start-up, holding and checking its lease
         for _ in range(3):
             assert admin.execute("SELECT pg_terminate_backend(%s)", (old_pid,)).fetchone()[0]
             new_pid = wait_for(
@@ -274,6 +274,8 @@ def test_the_keepers_database_dropped_and_created_again(make_cluster):
             what="status to name the missing database",
         )
         assert status(admin)["keeper_pid"] is None
+        # Not a wait for an event: with no keeper running nothing counts ticks, and the launcher
+        # (which looks for the database once a second) counts none; three of its looks.
         time.sleep(3)
         warnings = cluster.log()[logged_before:].count('database "app" (randflake.database) does not exist')
         assert warnings == 1, f"{warnings} warnings while the database was gone: {state}"
@@ -309,7 +311,7 @@ def test_a_locked_lease_table_is_reported_and_survived(cluster):
         assert time.monotonic() - locked_at < 5
         # Held for longer than the high-water mark's lead: generation must stop, not run ahead.
         wait_for(lambda: inserter.refusals, 20, "generation to stop once the high-water mark is reached")
-        time.sleep(2)
+        wait_ticks(admin, 2)  # more ticks that fail on the lock, while generation stays stopped
         locker.execute("ROLLBACK")
         released = inserter.count()
         wait_for(lambda: status(admin)["state"] == "active", 5, "recovery after the lock")
@@ -417,8 +419,13 @@ def test_a_lease_survives_a_coordinator_that_commits_asynchronously(make_cluster
     join_fleet(second, coordinator)
     other = lease_of(coordinator, second)
     assert other[:2] != lease[:2] or other[2] > lease[3], (lease, other)
-    with Inserter(first, 3) as one, Inserter(second, 3) as two:
-        time.sleep(6)
+    with Inserter(first, 3) as one, Inserter(second, 3) as two, first.connect() as a, second.connect() as b:
+        started = [(conn, status(conn)["keeper_ticks"]) for conn in (a, b)]
+        wait_for(
+            lambda: all(status(conn)["keeper_ticks"] >= start + 6 for conn, start in started),
+            60,
+            "six ticks of each member's keeper, renewals among them, under load",
+        )
     assert one.failures == [] and two.failures == []
     shared = triples(first) & triples(second)
     assert shared == set(), f"{len(shared)} IDs issued by both members"

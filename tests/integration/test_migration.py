@@ -20,9 +20,11 @@ from __future__ import annotations
 import time
 
 import psycopg
+import pytest
 from randflake.v2 import Config, Generator, Lease
 
 from conftest import Cluster, decoded_ids, sql_error, status, wait_for
+from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
 
 OLD_ROWS = 1000
 NEW_ROWS = 200
@@ -154,11 +156,18 @@ def test_an_identity_key_moves_without_a_rewrite_but_an_int_one_must_widen(share
     conn.close()
 
 
-def test_a_new_id_equal_to_an_old_one_fails_on_the_primary_key_and_a_retry_succeeds(make_cluster):
+@pytest.fixture(scope="session")
+def fake_clock_preload():
+    """LD_PRELOAD for a server whose clock the test stops (see fake_clock.py)."""
+    yield from preload_for_tests("migration")
+
+
+def test_a_new_id_equal_to_an_old_one_fails_on_the_primary_key_and_a_retry_succeeds(make_cluster, fake_clock_preload):
     # One node, so that the IDs this server will issue next are known: (second, 7, sequence 0)
     # is the first ID of every second, and a sequence restarts at 0 each second.
     cluster = make_cluster("randflake.node_id_min = 7", "randflake.node_id_max = 7")
-    cluster.start()
+    clock = FakeClock(cluster, fake_clock_preload)
+    start_under_fake_clock(cluster, clock)
     conn = cluster.connect()
     conn.execute("CREATE EXTENSION randflake_pg")
     conn.execute("CREATE TABLE accounts (id bigserial PRIMARY KEY, name text NOT NULL)")
@@ -189,9 +198,10 @@ def test_a_new_id_equal_to_an_old_one_fails_on_the_primary_key_and_a_retry_succe
 
         # ON CONFLICT on the key turns the same bad luck into silent damage: the first ID of the
         # next second is planted too, and the new row is dropped, or the old row overwritten.
+        # The server's clock stops at the start of a second no ID has yet: the call is its first.
         def first_call_of_a_new_second(statement: str) -> list[tuple]:
-            time.sleep(1.05 - time.time() % 1)
-            return app.execute(statement).fetchall()
+            with clock.frozen():
+                return app.execute(statement).fetchall()
 
         assert first_call_of_a_new_second(
             "INSERT INTO accounts (name) VALUES ('dropped') ON CONFLICT (id) DO NOTHING RETURNING id"
