@@ -31,7 +31,7 @@ import time
 
 import psycopg
 
-from conftest import Cluster, needs_postgres_fdw, sql_error, status, wait_for
+from conftest import Cluster, needs_postgres_fdw, sql_error, status, wait_for, wait_ticks
 from test_fleet import ids_with_parts, join_fleet, member_settings
 from test_replica import make_standby, promote
 
@@ -65,14 +65,14 @@ def next_id(cluster: Cluster) -> int | None:
 
 
 def assert_refused_for_want_of_a_standby(conn, attempts: int = 4) -> None:
-    """Every call in a few seconds is refused, with the keeper's reason, and no lease row
-    exists."""
+    """Every call, one after each of a few keeper ticks, is refused with the keeper's reason, and
+    no lease row exists."""
     for _ in range(attempts):
         error = sql_error(conn, "SELECT randflake_next()")
         assert error.sqlstate == "55000", error
         assert "holds no node lease yet" in error.diag.message_primary, error.diag.message_primary
         assert "synchronous standbys" in error.diag.message_primary, error.diag.message_primary
-        time.sleep(0.5)
+        wait_ticks(conn, 1)  # the keeper tries again before the next call
     state = status(conn)["state"]
     assert state.startswith("failing:") and "synchronous standbys" in state, state
 
@@ -130,8 +130,9 @@ def test_a_renewal_whose_wait_for_the_standby_is_cut_short_is_not_used(make_clus
         os.kill(pid, signal.SIGSTOP)
     try:
         with primary.connect() as conn:
-            # A renewal confirmed before the stop may still be landing: read after a moment.
-            time.sleep(0.3)
+            # A renewal confirmed before the stop may still be landing: read once the tick under
+            # way has ended.
+            wait_ticks(conn, 1)
             confirmed = status(conn)["issuable_through"]
             # The keeper tries to renew every few seconds; its commits wait for the standby
             # until its deadline cuts the wait short. None of them may move the lease on.
@@ -209,8 +210,9 @@ def test_a_keepers_commit_whose_wait_another_session_cancels_is_not_used(make_cl
     walreceiver = freeze_walreceiver(standby)
     try:
         with SyncRepCanceller(primary, "postgres") as canceller, primary.connect() as conn:
-            # A renewal confirmed before the freeze may still be landing: read after a moment.
-            time.sleep(0.3)
+            # A renewal confirmed before the freeze may still be landing: read once the tick
+            # under way has ended.
+            wait_ticks(conn, 1)
             confirmed = status(conn)["issuable_through"]
             wait_for(lambda: next_id(primary) is None, 30, "the lease to run out without the standby")
             assert canceller.cancelled > 0, "no commit of the keeper waited for the standby"
@@ -284,11 +286,12 @@ def test_fleet_members_use_no_renewal_a_cancel_on_the_coordinator_left_local_thr
     walreceiver = freeze_walreceiver(standby)
     unconfirmed_reported = set()
     with SyncRepCanceller(coordinator, MEMBERS_ROLE) as canceller:
-        # Renewals confirmed before the freeze may still be landing: read after a moment.
-        time.sleep(0.3)
+        # Renewals confirmed before the freeze may still be landing: read each once its tick
+        # under way has ended.
         confirmed = []
         for member in members:
             with member.connect() as conn:
+                wait_ticks(conn, 1)
                 confirmed.append(status(conn)["issuable_through"])
 
         # Whatever the members do, the leases the standby has end meanwhile; seconds after them
