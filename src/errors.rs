@@ -347,7 +347,7 @@ declare_errors! {
         sqlstate: ERRCODE_ACTIVE_SQL_TRANSACTION,
         when: "`CALL` of an application lease procedure inside `BEGIN … COMMIT`, in a query string of several statements, or from a function",
         message: format!("CALL {function}() must be a statement of its own: it commits its own transaction"),
-        hint: "Send the CALL as a statement of its own, in autocommit mode: not inside BEGIN … COMMIT, not with other statements in one query string, not from a function. A lease is returned only once its commit is durable, which a transaction the procedure does not end could still take back.",
+        hint: "Send the CALL as a statement of its own, in autocommit mode: not inside BEGIN … COMMIT, not with other statements in one query string or in one pipeline or batch without a Sync between them, not from a function. A lease is returned only once its commit is durable, which a transaction the procedure does not end could still take back.",
         examples: [{ function: "randflake_lease_acquire" }],
     }
     /// A NULL argument to an application lease function.

@@ -574,7 +574,7 @@ def test_a_call_that_cannot_commit_its_own_transaction_is_refused_and_changes_no
             assert caught.value.diag.message_primary == (
                 "CALL randflake_lease_acquire() would commit what the statements before it wrote in this transaction"
             )
-            assert "Sync" in caught.value.diag.message_hint
+        assert "Sync" in caught.value.diag.message_hint
         assert conn.execute("SELECT count(*) FROM public.piped_writes").fetchone() == (0,)
     with pool.connect() as admin:
         assert lease_table(admin) == before
