@@ -118,13 +118,20 @@ def processes_of(cluster: Cluster) -> list[int]:
     return [postmaster, *(int(pid) for pid in children.split())]
 
 
-def test_a_renewal_whose_wait_for_the_standby_is_cut_short_is_not_used(make_cluster):
+def issuing_synchronous_pair(make_cluster):
+    """A range-mode primary with the extension, whose commits wait for one streaming standby, once
+    it issues."""
     primary = make_cluster(*SYNCHRONOUS)
     primary.start()
     with admin(primary) as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
     standby = attach_standby(make_cluster, primary)
     wait_for(lambda: next_id(primary), 30, "IDs with the synchronous standby attached")
+    return primary, standby
+
+
+def test_a_renewal_whose_wait_for_the_standby_is_cut_short_is_not_used(make_cluster):
+    primary, standby = issuing_synchronous_pair(make_cluster)
     stopped = processes_of(standby)
     for pid in stopped:
         os.kill(pid, signal.SIGSTOP)
@@ -201,12 +208,7 @@ class SyncRepCanceller:
 
 
 def test_a_keepers_commit_whose_wait_another_session_cancels_is_not_used(make_cluster):
-    primary = make_cluster(*SYNCHRONOUS)
-    primary.start()
-    with admin(primary) as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-    standby = attach_standby(make_cluster, primary)
-    wait_for(lambda: next_id(primary), 30, "IDs with the synchronous standby attached")
+    primary, standby = issuing_synchronous_pair(make_cluster)
     walreceiver = freeze_walreceiver(standby)
     try:
         with SyncRepCanceller(primary, "postgres") as canceller, primary.connect() as conn:
