@@ -45,7 +45,11 @@ EXTEND_WHEN_LEFT = LEASE_SECONDS * 2 / 3
 APP_POOL = (1000, 1015)
 APP_POOL_SETTINGS = (f"randflake.app_node_id_min = {APP_POOL[0]}", f"randflake.app_node_id_max = {APP_POOL[1]}")
 GENERATORS = 6
+# The load runs in rounds of RUN_SECONDS until it has done what the checks need (a loaded machine
+# gets through less in a round), at most MAX_ROUNDS.
 RUN_SECONDS = 20
+MAX_ROUNDS = 6
+MIN_APP_IDS, MIN_DB_IDS, MIN_KILLS = 10_000, 1_000, 4
 APP_ROLE = "generator"
 LEASE_FUNCTIONS = (
     "PROCEDURE randflake_lease_acquire(text, integer), randflake_lease_extend(text, integer, integer), "
@@ -192,9 +196,9 @@ class Incarnation:
 class Load:
     """Generator processes on `members`, a killer, and SQL sessions inserting on every member."""
 
-    def __init__(self, members: list[Cluster], key_file: pathlib.Path, out: pathlib.Path, seconds: float, seed: int):
+    def __init__(self, members: list[Cluster], key_file: pathlib.Path, out: pathlib.Path, seed: int):
         self.members, self.key_file, self.out = members, key_file, out
-        self.until = time.time() + seconds
+        self.until = 0.0
         self.rng = random.Random(seed)
         self.incarnations: list[Incarnation] = []
         self.current: dict[int, Incarnation] = {}
@@ -224,7 +228,11 @@ class Load:
         try:
             while time.time() < self.until - 4:
                 time.sleep(self.rng.uniform(1.0, 2.5))  # faults at random moments, by design
-                victim = self.current[self.rng.randrange(len(self.current))]
+                # Only a generator holding a lease: killing one that is still starting proves nothing.
+                leased = [incarnation for incarnation in self.current.values() if self.has_leased(incarnation)]
+                if not leased:
+                    continue
+                victim = leased[self.rng.randrange(len(leased))]
                 os.kill(victim.process.pid, signal.SIGKILL)
                 victim.process.wait()
                 victim.ended, victim.killed = time.time(), True
@@ -243,10 +251,25 @@ class Load:
         except BaseException as error:
             self.errors.append(error)
 
-    def run(self) -> None:
+    def has_leased(self, incarnation: Incarnation) -> bool:
+        return any(self.out.glob(f"{incarnation.holder}.*.window"))
+
+    def enough(self) -> bool:
+        """Whether the rounds so far made the IDs, inserts and kills the checks ask for."""
+        made = sum(len(window.ids) for window in read_windows(self.out))
+        killed = sum(incarnation.killed for incarnation in self.incarnations)
+        return (
+            made > MIN_APP_IDS
+            and all(self.inserted[member] > MIN_DB_IDS for member in range(len(self.members)))
+            and killed >= MIN_KILLS
+        )
+
+    def run(self, seconds: float) -> None:
+        """One round: every slot gets a new generator process, all of which stop after `seconds`."""
+        self.until = time.time() + seconds
         try:
             for slot in range(GENERATORS):
-                self.spawn(slot, 0)
+                self.spawn(slot, self.current[slot].number + 1 if slot in self.current else 0)
             threads = [threading.Thread(target=self.kill_at_random)]
             threads += [threading.Thread(target=self.insert, args=(member,)) for member in range(len(self.members))]
             for thread in threads:
@@ -400,8 +423,11 @@ def run_and_check(members: list[Cluster], leases_on: Cluster, tmp_path: pathlib.
         with member.connect() as conn:
             conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN")
             conn.execute(f"GRANT EXECUTE ON {LEASE_FUNCTIONS} TO {APP_ROLE}")
-    load = Load(members, key_file, out, RUN_SECONDS, seed)
-    load.run()
+    load = Load(members, key_file, out, seed)
+    for _ in range(MAX_ROUNDS):
+        load.run(RUN_SECONDS)
+        if load.enough():
+            break
     checked = time.monotonic()
     windows = read_windows(out)
     counts = check(members[0], members, windows, members[0].key_bytes)
@@ -409,15 +435,16 @@ def run_and_check(members: list[Cluster], leases_on: Cluster, tmp_path: pathlib.
     print(f"  checked in {time.monotonic() - checked:.1f} s")
 
     killed = sum(incarnation.killed for incarnation in load.incarnations)
-    assert killed >= 4, killed
-    assert counts["app"] > 10_000 and all(counts[f"db{index}"] > 1_000 for index in range(len(members))), counts
+    assert killed >= MIN_KILLS, killed
+    assert counts["app"] > MIN_APP_IDS, counts
+    assert all(counts[f"db{index}"] > MIN_DB_IDS for index in range(len(members))), counts
     holders = {window.holder for window in windows}
     assert len(holders) >= GENERATORS + killed // 2, "killed processes' successors leased again"
     # Generators on every member were served.
     assert {int(holder.split("-")[1]) % len(members) for holder in holders} == set(range(len(members)))
     assert counts["node reuses"] > 0, "no node was leased twice: the run proved nothing about reuse"
-    # Every generator that ran to the end released its lease.
-    finals = [f"app/{APP_ROLE}/{incarnation.holder}" for incarnation in load.current.values()]
+    # Every generator that ran to the end of its round released its lease.
+    finals = [f"app/{APP_ROLE}/{incarnation.holder}" for incarnation in load.incarnations if not incarnation.killed]
     with leases_on.connect() as conn:
         still_held = conn.execute(
             """SELECT holder, lease_end FROM randflake.node_leases
