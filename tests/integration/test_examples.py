@@ -303,13 +303,14 @@ def test_the_lease_client_stops_issuing_exactly_when_a_lease_it_cannot_extend_en
     while client.poll() is None:
         assert time.time() < stopped_at + 15, "the client kept running long after its lease"
         time.sleep(0.02)
-    exited_at = time.time()
     text = log.read_text()
     assert client.returncode == 3, text
     end = windows_in(text)[-1][3]
-    assert "cannot extend" in text and "stopped issuing" in text
-    # It stopped at its lease's end (the next ID after it), not before.
-    assert end <= exited_at < end + 1, (end, exited_at, text)
+    assert "cannot extend" in text
+    # It stopped at its lease's end (the next ID after it), not before: by the time on its own log
+    # line, since its exit also waits for a release the stopped server cannot answer.
+    stopped = [float(line.split()[0]) for line in text.splitlines() if "stopped issuing" in line]
+    assert len(stopped) == 1 and end <= stopped[0] < end + 1, (end, stopped, text)
     ids = [int(line) for line in (tmp_path / "ids").read_text().split()]
     reader = decoder_for(cluster.key_bytes)
     seconds = [reader.inspect(id_).timestamp for id_ in ids]
