@@ -210,7 +210,7 @@ pub use codec::{IdString, ParseIdError};
 pub use generator::{Generator, Refusal, Step, Window};
 pub use id::Id;
 pub use layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
-pub use lease::{Lease, Terms, HIGH_WATER_LEAD};
+pub use lease::{Lease, Renewal, Terms, HIGH_WATER_LEAD};
 pub use secret::{Secret, SecretError};
 
 /// Turns [`Parts`] into IDs and back under one secret. The key schedule runs once, in
