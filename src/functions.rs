@@ -12,12 +12,11 @@ use randflake::{codec, ordered, Parts};
 
 use crate::errors::Error;
 use crate::generation::Output;
-use crate::keeper::settings::NodeSource;
 use crate::lease_table::TableUse;
+use crate::node_config::{self, Mode};
 use crate::pg::message;
 use crate::pg::procedure::{Call, Out};
-use crate::shmem::node_table;
-use crate::{app_leases, generation, keeper, lease_table, secret, status};
+use crate::{app_leases, generation, lease_table, secret, status};
 
 /// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
@@ -168,7 +167,6 @@ fn randflake_status() -> TableIterator<
 > {
     let status = status::current();
     let lease = status.lease;
-    let held = lease.map(|lease| node_table::held_count(lease.first_node, lease.last_node));
     TableIterator::once((
         status.node_source.to_owned(),
         status.state,
@@ -178,8 +176,8 @@ fn randflake_status() -> TableIterator<
         lease.map(|lease| timestamp_of(lease.end)),
         lease.map(|lease| timestamp_of(lease.issuable_through())),
         status.renewed_at.map(timestamp_of),
-        held.map(|held| held as i32),
-        lease.zip(held).map(|(lease, held)| (lease.last_node - lease.first_node + 1 - held) as i32),
+        status.nodes.as_ref().map(|nodes| nodes.in_use as i32),
+        status.nodes.as_ref().map(|nodes| nodes.free as i32),
         status.node_switches as i64,
         status.clock_refusals as i64,
         status.lease_refusals as i64,
@@ -484,9 +482,9 @@ fn randflake_app_leases() -> TableIterator<
 fn authorize_lease_write<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByRust>>, pgrx::datum::TryFromDatumError> {
-    let table_use = match keeper::settings::node_source() {
-        NodeSource::Range => TableUse::ThisServerOnly,
-        NodeSource::Fleet | NodeSource::Off => TableUse::Fleet,
+    let table_use = match node_config::mode() {
+        Mode::Range => TableUse::ThisServerOnly,
+        Mode::Fleet | Mode::Off => TableUse::Fleet,
     };
     lease_table::authorize_write(trigger, table_use)
 }
