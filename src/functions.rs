@@ -374,8 +374,8 @@ fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
 /// The three procedures are C procedures declared by hand in sql/randflake_pg--0.5.0--0.6.0.sql
 /// (pgrx declares functions only, and a function cannot commit). Each entry point is `unsafe`
 /// for one reason, allowed item by item: PostgreSQL's function manager calls it with its call
-/// information, which `pg::procedure::Call` then reads safely; pgrx's guard turns any error or
-/// panic into an ERROR.
+/// information, which `pg::procedure::Call::run` reads safely, arguments and OUT row; pgrx's
+/// guard turns any error or panic into an ERROR.
 ///
 /// # Safety
 ///
@@ -384,10 +384,8 @@ fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn randflake_lease_acquire_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { Call::new(fcinfo) };
-    let window = app_leases::acquire(&call, call.text(0).as_deref(), call.int4(1));
-    call.returning(&window_row(window))
+    // SAFETY: fcinfo is what the function manager passed, for this CALL.
+    unsafe { Call::run(fcinfo, |call| window_row(app_leases::acquire(call, call.text(0).as_deref(), call.int4(1)))) }
 }
 
 /// `CALL randflake_lease_extend(holder, node_id, seconds, OUT node_id, OUT lease_start, OUT
@@ -401,10 +399,12 @@ pub unsafe extern "C-unwind" fn randflake_lease_acquire_procedure(fcinfo: pg_sys
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn randflake_lease_extend_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { Call::new(fcinfo) };
-    let window = app_leases::extend(&call, call.text(0).as_deref(), call.int4(1), call.int4(2));
-    call.returning(&window_row(window))
+    // SAFETY: fcinfo is what the function manager passed, for this CALL.
+    unsafe {
+        Call::run(fcinfo, |call| {
+            window_row(app_leases::extend(call, call.text(0).as_deref(), call.int4(1), call.int4(2)))
+        })
+    }
 }
 
 /// `CALL randflake_lease_release(holder, node_id, OUT released)`: gives `holder`'s lease of
@@ -417,10 +417,8 @@ pub unsafe extern "C-unwind" fn randflake_lease_extend_procedure(fcinfo: pg_sys:
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn randflake_lease_release_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { Call::new(fcinfo) };
-    let released = app_leases::release(&call, call.text(0).as_deref(), call.int4(1));
-    call.returning(&[Out::Bool(released)])
+    // SAFETY: fcinfo is what the function manager passed, for this CALL.
+    unsafe { Call::run(fcinfo, |call| [Out::Bool(app_leases::release(call, call.text(0).as_deref(), call.int4(1)))]) }
 }
 
 /// Tells PostgreSQL that the procedures' entry points use the version-1 calling convention.
