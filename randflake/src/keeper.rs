@@ -222,166 +222,9 @@ impl Keeper {
     /// lease, takes a new one if there is none, commits, and publishes only what committed
     /// durably. The caller abandons the transaction if the tick failed.
     pub fn tick(&self, now: u64, store: &mut impl LeaseStore, board: &mut impl Board) -> Tick {
-        let mut withdrawn = None;
-        let outcome = self.step(now, store, board, &mut withdrawn).unwrap_or_else(Outcome::Failed);
-        Tick { withdrawn, outcome }
-    }
-
-    /// The table first: nothing runs on a table that is missing or not to be trusted.
-    fn step(
-        &self,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        withdrawn: &mut Option<(Lease, Withdrawal)>,
-    ) -> Result<Outcome, StoreError> {
-        match store.check_table()? {
-            TableCheck::Missing => Ok(Outcome::NoTable),
-            TableCheck::Refused(reason) => Ok(Outcome::Refused(reason)),
-            TableCheck::Trusted => self.keep(now, store, board, withdrawn),
-        }
-    }
-
-    /// Settles the unconfirmed leases, keeps the published lease if the table still grants
-    /// it, and takes a new one if there is none (any more).
-    fn keep(
-        &self,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        withdrawn: &mut Option<(Lease, Withdrawal)>,
-    ) -> Result<Outcome, StoreError> {
-        let unconfirmed = self.settle_unconfirmed(store, board)?;
-        let kept = match board.published() {
-            Some(lease) => self.keep_published(lease, now, store, board, &unconfirmed, withdrawn)?,
-            None => None,
-        };
-        match kept {
-            Some(outcome) => Ok(outcome),
-            None => self.take(now, store, board, &unconfirmed),
-        }
-    }
-
-    /// Rule 4: leases written but never confirmed were never used, so in range mode they are
-    /// deleted. A coordinator refuses to delete a fleet's rows before they end (another member
-    /// cannot tell an unconfirmed row from a used one), so there they are left to end, and
-    /// count as used meanwhile. Returns the leases unconfirmed when the tick began.
-    fn settle_unconfirmed(
-        &self,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-    ) -> Result<Vec<LeaseKey>, StoreError> {
-        let unconfirmed = board.unconfirmed();
-        match self.source {
-            NodeSource::Fleet { .. } => board.forget_unconfirmed(),
-            NodeSource::Range { .. } => unconfirmed.iter().try_for_each(|key| store.delete(*key))?,
-        }
-        Ok(unconfirmed)
-    }
-
-    /// The published lease held or renewed, or `None` once it is withdrawn.
-    fn keep_published(
-        &self,
-        lease: Lease,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        unconfirmed: &[LeaseKey],
-        withdrawn: &mut Option<(Lease, Withdrawal)>,
-    ) -> Result<Option<Outcome>, StoreError> {
-        match self.standing(lease, now, store)? {
-            Standing::Intact => self.hold(store, board, unconfirmed).map(Some),
-            Standing::Renewed(renewed) => self.renew(renewed, now, store, board, unconfirmed).map(Some),
-            Standing::Lost(withdrawal) => {
-                // Rule 2: the backends stop before anything else is tried.
-                board.withdraw();
-                *withdrawn = Some((lease, withdrawal));
-                Ok(None)
-            }
-        }
-    }
-
-    /// What the table grants of the published `lease` now, renewing it if a renewal is due.
-    fn standing(&self, lease: Lease, now: u64, store: &mut impl LeaseStore) -> Result<Standing, StoreError> {
-        let key = LeaseKey::from(&lease);
-        let Some(stored) = store.stored(key)? else { return Ok(Standing::Lost(Withdrawal::Gone)) };
-        if !intact(&stored, &lease) {
-            return Ok(Standing::Lost(Withdrawal::CutShort));
-        }
-        let Some(due) = self.terms.renewal(&lease, now) else { return Ok(Standing::Intact) };
-        Ok(store
-            .renew(key, due, now)?
-            .map_or(Standing::Lost(Withdrawal::Expired), |renewal| Standing::Renewed(lease.renewed(renewal))))
-    }
-
-    /// An intact lease with no renewal due: only the deletion of unconfirmed rows, if any, is
-    /// committed, and only it needs its commit known durable. The lease stands either way.
-    fn hold(
-        &self,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        unconfirmed: &[LeaseKey],
-    ) -> Result<Outcome, StoreError> {
-        self.commit(store, board, unconfirmed, !unconfirmed.is_empty())?;
-        Ok(Outcome::Holding)
-    }
-
-    /// Rule 5: older leases of the block go only in the shadow of a published lease, whose row
-    /// is durable and never deleted as unconfirmed; and only those that ended before now, since
-    /// one ending later, before this lease starts, may still be in use. In a fleet, "now" is the
-    /// earliest any member's clock may read.
-    fn renew(
-        &self,
-        renewed: Lease,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        unconfirmed: &[LeaseKey],
-    ) -> Result<Outcome, StoreError> {
-        store.prune_inside(&renewed, self.prune_bound(now).min(renewed.start))?;
-        self.publish_if_granted(Written::Renewed(renewed), store, board, unconfirmed)
-    }
-
-    /// A new lease, written and published if its commit is durable.
-    fn take(
-        &self,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        unconfirmed: &[LeaseKey],
-    ) -> Result<Outcome, StoreError> {
-        let Some(lease) = self.new_lease(now, store, board)? else { return Ok(Outcome::PastLastSecond) };
-        // Remembered before the insert: a keeper that dies before knowing the commit's outcome
-        // leaves the next one the row to delete.
-        board.remember_unconfirmed(LeaseKey::from(&lease));
-        store.insert(&lease)?;
-        self.publish_if_granted(Written::Taken(lease), store, board, unconfirmed)
-    }
-
-    /// Rule 1: commits, and publishes what was written only if the commit is durable.
-    fn publish_if_granted(
-        &self,
-        written: Written,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        unconfirmed: &[LeaseKey],
-    ) -> Result<Outcome, StoreError> {
-        if !granted(self.commit(store, board, unconfirmed, true)?) {
-            return Ok(Outcome::Unconfirmed);
-        }
-        Ok(match written {
-            Written::Renewed(lease) => {
-                board.publish(lease, true);
-                Outcome::Renewed(lease)
-            }
-            Written::Taken(lease) => {
-                // The new row is durable: no longer unconfirmed, and no more are the rows whose
-                // deletion the same commit made durable.
-                board.forget_unconfirmed();
-                board.publish(lease, false);
-                Outcome::Taken(lease)
-            }
-        })
+        let mut run = TickRun { keeper: self, now, store, board, unconfirmed: Vec::new(), withdrawn: None };
+        let outcome = run.step().unwrap_or_else(Outcome::Failed);
+        Tick { withdrawn: run.withdrawn, outcome }
     }
 
     /// The rows of other holders ending before this may be pruned at clock reading `now`.
@@ -391,48 +234,162 @@ impl Keeper {
             NodeSource::Fleet { .. } => table_rules::prune_bound(now),
         }
     }
+}
+
+/// One tick: its clock reading, the table and the shared memory it runs over, and what it
+/// learns on the way.
+struct TickRun<'a, S, B> {
+    keeper: &'a Keeper,
+    now: u64,
+    store: &'a mut S,
+    board: &'a mut B,
+    /// The leases unconfirmed when the tick began.
+    unconfirmed: Vec<LeaseKey>,
+    /// The published lease withdrawn, and why.
+    withdrawn: Option<(Lease, Withdrawal)>,
+}
+
+impl<S: LeaseStore, B: Board> TickRun<'_, S, B> {
+    /// The table first: nothing runs on a table that is missing or not to be trusted.
+    fn step(&mut self) -> Result<Outcome, StoreError> {
+        match self.store.check_table()? {
+            TableCheck::Missing => Ok(Outcome::NoTable),
+            TableCheck::Refused(reason) => Ok(Outcome::Refused(reason)),
+            TableCheck::Trusted => self.keep(),
+        }
+    }
+
+    /// Settles the unconfirmed leases, keeps the published lease if the table still grants
+    /// it, and takes a new one if there is none (any more).
+    fn keep(&mut self) -> Result<Outcome, StoreError> {
+        self.settle_unconfirmed()?;
+        let kept = match self.board.published() {
+            Some(lease) => self.keep_published(lease)?,
+            None => None,
+        };
+        match kept {
+            Some(outcome) => Ok(outcome),
+            None => self.take(),
+        }
+    }
+
+    /// Rule 4: leases written but never confirmed were never used, so in range mode they are
+    /// deleted. A coordinator refuses to delete a fleet's rows before they end (another member
+    /// cannot tell an unconfirmed row from a used one), so there they are left to end, and
+    /// count as used meanwhile.
+    fn settle_unconfirmed(&mut self) -> Result<(), StoreError> {
+        self.unconfirmed = self.board.unconfirmed();
+        match self.keeper.source {
+            NodeSource::Fleet { .. } => self.board.forget_unconfirmed(),
+            NodeSource::Range { .. } => self.unconfirmed.iter().try_for_each(|key| self.store.delete(*key))?,
+        }
+        Ok(())
+    }
+
+    /// The published lease held or renewed, or `None` once it is withdrawn.
+    fn keep_published(&mut self, lease: Lease) -> Result<Option<Outcome>, StoreError> {
+        match self.standing(lease)? {
+            Standing::Intact => self.hold().map(Some),
+            Standing::Renewed(renewed) => self.renew(renewed).map(Some),
+            Standing::Lost(withdrawal) => {
+                // Rule 2: the backends stop before anything else is tried.
+                self.board.withdraw();
+                self.withdrawn = Some((lease, withdrawal));
+                Ok(None)
+            }
+        }
+    }
+
+    /// What the table grants of the published `lease` now, renewing it if a renewal is due.
+    fn standing(&mut self, lease: Lease) -> Result<Standing, StoreError> {
+        let key = LeaseKey::from(&lease);
+        let Some(stored) = self.store.stored(key)? else { return Ok(Standing::Lost(Withdrawal::Gone)) };
+        if !intact(&stored, &lease) {
+            return Ok(Standing::Lost(Withdrawal::CutShort));
+        }
+        let Some(due) = self.keeper.terms.renewal(&lease, self.now) else { return Ok(Standing::Intact) };
+        Ok(self
+            .store
+            .renew(key, due, self.now)?
+            .map_or(Standing::Lost(Withdrawal::Expired), |renewal| Standing::Renewed(lease.renewed(renewal))))
+    }
+
+    /// An intact lease with no renewal due: only the deletion of unconfirmed rows, if any, is
+    /// committed, and only it needs its commit known durable. The lease stands either way.
+    fn hold(&mut self) -> Result<Outcome, StoreError> {
+        self.commit(!self.unconfirmed.is_empty())?;
+        Ok(Outcome::Holding)
+    }
+
+    /// Rule 5: older leases of the block go only in the shadow of a published lease, whose row
+    /// is durable and never deleted as unconfirmed; and only those that ended before now, since
+    /// one ending later, before this lease starts, may still be in use. In a fleet, "now" is the
+    /// earliest any member's clock may read.
+    fn renew(&mut self, renewed: Lease) -> Result<Outcome, StoreError> {
+        self.store.prune_inside(&renewed, self.keeper.prune_bound(self.now).min(renewed.start))?;
+        self.publish_if_granted(Written::Renewed(renewed))
+    }
+
+    /// A new lease, written and published if its commit is durable.
+    fn take(&mut self) -> Result<Outcome, StoreError> {
+        let Some(lease) = self.new_lease()? else { return Ok(Outcome::PastLastSecond) };
+        // Remembered before the insert: a keeper that dies before knowing the commit's outcome
+        // leaves the next one the row to delete.
+        self.board.remember_unconfirmed(LeaseKey::from(&lease));
+        self.store.insert(&lease)?;
+        self.publish_if_granted(Written::Taken(lease))
+    }
+
+    /// Rule 1: commits, and publishes what was written only if the commit is durable.
+    fn publish_if_granted(&mut self, written: Written) -> Result<Outcome, StoreError> {
+        if !granted(self.commit(true)?) {
+            return Ok(Outcome::Unconfirmed);
+        }
+        Ok(match written {
+            Written::Renewed(lease) => {
+                self.board.publish(lease, true);
+                Outcome::Renewed(lease)
+            }
+            Written::Taken(lease) => {
+                // The new row is durable: no longer unconfirmed, and no more are the rows whose
+                // deletion the same commit made durable.
+                self.board.forget_unconfirmed();
+                self.board.publish(lease, false);
+                Outcome::Taken(lease)
+            }
+        })
+    }
 
     /// Commits, and judges the store's evidence of the commit; a durable commit also confirms
     /// the deletion of the unconfirmed leases.
-    fn commit(
-        &self,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        deleted: &[LeaseKey],
-        needs_evidence: bool,
-    ) -> Result<Commit, StoreError> {
-        let commit = store.commit(needs_evidence)?.commit();
-        if commit == Commit::Durable && !deleted.is_empty() && board.unconfirmed() == deleted {
-            board.forget_unconfirmed();
+    fn commit(&mut self, needs_evidence: bool) -> Result<Commit, StoreError> {
+        let commit = self.store.commit(needs_evidence)?.commit();
+        if commit == Commit::Durable && !self.unconfirmed.is_empty() && self.board.unconfirmed() == self.unconfirmed {
+            self.board.forget_unconfirmed();
         }
         Ok(commit)
     }
 
     /// The lease to take now, or `None` past the last second an ID can carry.
-    fn new_lease(
-        &self,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &impl Board,
-    ) -> Result<Option<Lease>, StoreError> {
+    fn new_lease(&mut self) -> Result<Option<Lease>, StoreError> {
         // Rule 3: a lease published earlier in this server's life (its row deleted, the
         // extension dropped and created again, a coordinator that lost it) still bounds the
         // seconds its nodes may have used; it says nothing about other nodes.
-        let withdrawn = board.last_published();
-        let (first, last, latest_end) = match self.source {
+        let withdrawn = self.board.last_published();
+        let (first, last, latest_end) = match self.keeper.source {
             NodeSource::Range { first, last } => {
-                store.end_own_leases(first, last)?;
-                (first, last, latest_end(&store.leases_of(first, last)?))
+                self.store.end_own_leases(first, last)?;
+                (first, last, latest_end(&self.store.leases_of(first, last)?))
             }
             NodeSource::Fleet { pool_first, pool_last, block_size, preference } => {
                 let blocks = Blocks::new(pool_first, pool_last, block_size);
-                let leases = store.leases_of(pool_first, pool_last)?;
-                blocks.soonest_free(&leases, now, withdrawn, preference)
+                let leases = self.store.leases_of(pool_first, pool_last)?;
+                blocks.soonest_free(&leases, self.now, withdrawn, preference)
             }
         };
         let withdrawn_bound =
             withdrawn.filter(|old| old.first_node <= last && first <= old.last_node).map(|old| old.used_through);
-        Ok(self.terms.new_lease(first, last, now, latest_end.max(withdrawn_bound)))
+        Ok(self.keeper.terms.new_lease(first, last, self.now, latest_end.max(withdrawn_bound)))
     }
 }
 
