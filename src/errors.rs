@@ -8,9 +8,9 @@
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use randflake::{ParseIdError, Refusal, SecretError, MAX_SECOND};
+use randflake::{ParseIdError, SecretError, MAX_SECOND};
 
-use crate::keeper_state::{KeeperReport, KeeperState};
+use crate::keeper_report::{KeeperReport, KeeperState};
 
 /// Declares [`Error`] and what each variant reports, from one block per variant:
 ///
@@ -527,17 +527,6 @@ impl Error {
     fn sqlstate(&self) -> String {
         let packed = self.code() as i32;
         (0..5).map(|place| char::from(b'0' + ((packed >> (6 * place)) & 0x3F) as u8)).collect()
-    }
-}
-
-impl From<Refusal> for Error {
-    fn from(refusal: Refusal) -> Self {
-        match refusal {
-            Refusal::ClockBehind { now, used } => Self::ClockBehind { now, used },
-            Refusal::BeforeWindow { now, first } => Self::ClockBeforeLease { now, start: first },
-            Refusal::AfterWindow { now, .. } if now > MAX_SECOND => Self::ClockPastLastSecond { now },
-            Refusal::AfterWindow { now, last } => Self::LeaseLapsed { now, through: last },
-        }
     }
 }
 

@@ -12,12 +12,11 @@ use randflake::{codec, ordered, Parts};
 
 use crate::errors::Error;
 use crate::generation::Output;
-use crate::keeper::settings::NodeSource;
 use crate::lease_table::TableUse;
+use crate::node_config::{self, Mode};
 use crate::pg::message;
 use crate::pg::procedure::{Call, Out};
-use crate::shmem::node_table;
-use crate::{app_leases, generation, keeper, lease_table, secret, status};
+use crate::{app_leases, generation, lease_table, secret, status};
 
 /// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
@@ -168,7 +167,6 @@ fn randflake_status() -> TableIterator<
 > {
     let status = status::current();
     let lease = status.lease;
-    let held = lease.map(|lease| node_table::held_count(lease.first_node, lease.last_node));
     TableIterator::once((
         status.node_source.to_owned(),
         status.state,
@@ -178,8 +176,8 @@ fn randflake_status() -> TableIterator<
         lease.map(|lease| timestamp_of(lease.end)),
         lease.map(|lease| timestamp_of(lease.issuable_through())),
         status.renewed_at.map(timestamp_of),
-        held.map(|held| held as i32),
-        lease.zip(held).map(|(lease, held)| (lease.last_node - lease.first_node + 1 - held) as i32),
+        status.nodes.as_ref().map(|nodes| nodes.in_use as i32),
+        status.nodes.as_ref().map(|nodes| nodes.free as i32),
         status.node_switches as i64,
         status.clock_refusals as i64,
         status.lease_refusals as i64,
@@ -376,8 +374,8 @@ fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
 /// The three procedures are C procedures declared by hand in sql/randflake_pg--0.5.0--0.6.0.sql
 /// (pgrx declares functions only, and a function cannot commit). Each entry point is `unsafe`
 /// for one reason, allowed item by item: PostgreSQL's function manager calls it with its call
-/// information, which `pg::procedure::Call` then reads safely; pgrx's guard turns any error or
-/// panic into an ERROR.
+/// information, which `pg::procedure::Call::run` reads safely, arguments and OUT row; pgrx's
+/// guard turns any error or panic into an ERROR.
 ///
 /// # Safety
 ///
@@ -386,10 +384,8 @@ fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn randflake_lease_acquire_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { Call::new(fcinfo) };
-    let window = app_leases::acquire(&call, call.text(0).as_deref(), call.int4(1));
-    call.returning(&window_row(window))
+    // SAFETY: fcinfo is what the function manager passed, for this CALL.
+    unsafe { Call::run(fcinfo, |call| window_row(app_leases::acquire(call, call.text(0).as_deref(), call.int4(1)))) }
 }
 
 /// `CALL randflake_lease_extend(holder, node_id, seconds, OUT node_id, OUT lease_start, OUT
@@ -403,10 +399,12 @@ pub unsafe extern "C-unwind" fn randflake_lease_acquire_procedure(fcinfo: pg_sys
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn randflake_lease_extend_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { Call::new(fcinfo) };
-    let window = app_leases::extend(&call, call.text(0).as_deref(), call.int4(1), call.int4(2));
-    call.returning(&window_row(window))
+    // SAFETY: fcinfo is what the function manager passed, for this CALL.
+    unsafe {
+        Call::run(fcinfo, |call| {
+            window_row(app_leases::extend(call, call.text(0).as_deref(), call.int4(1), call.int4(2)))
+        })
+    }
 }
 
 /// `CALL randflake_lease_release(holder, node_id, OUT released)`: gives `holder`'s lease of
@@ -419,10 +417,8 @@ pub unsafe extern "C-unwind" fn randflake_lease_extend_procedure(fcinfo: pg_sys:
 #[no_mangle]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn randflake_lease_release_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { Call::new(fcinfo) };
-    let released = app_leases::release(&call, call.text(0).as_deref(), call.int4(1));
-    call.returning(&[Out::Bool(released)])
+    // SAFETY: fcinfo is what the function manager passed, for this CALL.
+    unsafe { Call::run(fcinfo, |call| [Out::Bool(app_leases::release(call, call.text(0).as_deref(), call.int4(1)))]) }
 }
 
 /// Tells PostgreSQL that the procedures' entry points use the version-1 calling convention.
@@ -484,9 +480,9 @@ fn randflake_app_leases() -> TableIterator<
 fn authorize_lease_write<'a>(
     trigger: &'a PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByRust>>, pgrx::datum::TryFromDatumError> {
-    let table_use = match keeper::settings::node_source() {
-        NodeSource::Range => TableUse::ThisServerOnly,
-        NodeSource::Fleet | NodeSource::Off => TableUse::Fleet,
+    let table_use = match node_config::mode() {
+        Mode::Range => TableUse::ThisServerOnly,
+        Mode::Fleet | Mode::Off => TableUse::Fleet,
     };
     lease_table::authorize_write(trigger, table_use)
 }

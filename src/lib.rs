@@ -13,8 +13,9 @@ mod errors;
 mod functions;
 mod generation;
 mod keeper;
-mod keeper_state;
+mod keeper_report;
 mod lease_table;
+mod node_config;
 mod pg;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
@@ -89,7 +90,7 @@ pub extern "C-unwind" fn _PG_init() {
     settings::define();
     log!(
         "randflake_pg: {}; IDs encrypted {} at a time with the {} kernel",
-        keeper::settings::describe(),
+        node_config::describe(),
         randflake::BATCH,
         randflake::Kernel::best().name()
     );

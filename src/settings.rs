@@ -2,7 +2,7 @@
 //!
 //! | subsystem | settings |
 //! |---|---|
-//! | `keeper::settings` | `node_source`, `node_id_min`, `node_id_max`, `fleet_lease_table`, `fleet_block_size`, `database`, `keeper_role`, `lease_seconds`, `keeper_tick` |
+//! | `node_config` | `node_source`, `node_id_min`, `node_id_max`, `fleet_lease_table`, `fleet_block_size`, `database`, `keeper_role`, `lease_seconds`, `keeper_tick` |
 //! | `generation::settings` | `max_nodes_per_backend` |
 //! | `secret::settings` | `secret`, `secret_file` |
 //! | `app_leases::settings` | `app_node_id_min`, `app_node_id_max`, `app_leases_per_role` |
@@ -11,14 +11,14 @@
 #![forbid(unsafe_code)]
 
 use crate::errors::Error;
-use crate::keeper::settings::NodeSource;
+use crate::node_config::{self, Mode};
 use crate::pg::guc;
-use crate::{app_leases, generation, keeper, secret};
+use crate::{app_leases, generation, secret};
 
 /// Defines every setting, reserves the `randflake` prefix and checks what the settings cannot
 /// check one by one. Called once, from `_PG_init`; an invalid configuration stops the server.
 pub fn define() {
-    keeper::settings::define();
+    node_config::define();
     generation::settings::define();
     secret::settings::define();
     app_leases::settings::define();
@@ -27,7 +27,7 @@ pub fn define() {
     guc::reserve_prefix(c"randflake");
     startup_check().unwrap_or_else(|error| error.raise());
     // Without a usable secret the server still starts (a reload can give it one), but says so.
-    if keeper::settings::node_source() != NodeSource::Off {
+    if node_config::mode() != Mode::Off {
         if let Some(cause) = secret::cannot_issue_because() {
             Error::CannotIssue { cause }.warn();
         }
@@ -38,6 +38,6 @@ fn startup_check() -> Result<(), Error> {
     if guc::rejected_while_loading() {
         return Err(Error::InvalidSettingsAtStartup {});
     }
-    keeper::settings::check_at_startup()?;
+    node_config::check_at_startup()?;
     app_leases::settings::check_at_startup()
 }

@@ -3,17 +3,19 @@
 
 use randflake::Lease;
 
-use crate::keeper::settings::{self, NodeSource};
-use crate::keeper_state::KeeperState;
+use crate::keeper_report::KeeperState;
+use crate::node_config::{self, Mode};
 use crate::pg::{backend, clock};
 use crate::secret;
-use crate::shmem::{counters, keeper_report, lease_board};
+use crate::shmem::{counters, keeper_board, lease_board, node_table};
 
 pub struct Status {
     pub node_source: &'static str,
     pub state: String,
     pub lease: Option<Lease>,
     pub renewed_at: Option<u64>,
+    /// The lease's nodes, held by running processes or free; `None` without a lease.
+    pub nodes: Option<NodeUse>,
     pub node_switches: u64,
     pub clock_refusals: u64,
     pub lease_refusals: u64,
@@ -22,16 +24,16 @@ pub struct Status {
 }
 
 pub fn current() -> Status {
-    let source = settings::node_source();
+    let mode = node_config::mode();
     let lease = lease_board::read().1.map(|published| published.lease);
-    let keeper = keeper_report::read();
+    let keeper = keeper_board::read();
     let now = clock::unix_time().as_secs();
     let standby = backend::in_recovery();
     // With a lease published, what the keeper is doing matters only when it is not holding it.
     let keeper_trouble = (keeper.state != KeeperState::Holding).then(|| keeper.describe());
     // A lease is of no use without a secret to encrypt with: every call would fail.
-    let state = match (source, lease, secret::cannot_issue_because()) {
-        (NodeSource::Off, _, _) => "off".to_owned(),
+    let state = match (mode, lease, secret::cannot_issue_because()) {
+        (Mode::Off, _, _) => "off".to_owned(),
         _ if standby => "standby".to_owned(),
         (_, _, Some(cause)) => format!("cannot issue: {cause}"),
         (_, Some(lease), _) if now < lease.start => "waiting for the clock to reach the lease".to_owned(),
@@ -47,14 +49,28 @@ pub fn current() -> Status {
     };
     let (node_switches, clock_refusals, lease_refusals) = counters::read();
     Status {
-        node_source: source.name(),
+        node_source: mode.name(),
         state,
         lease,
         renewed_at: lease.map(|_| lease_board::renewed_at()),
+        nodes: lease.map(|lease| NodeUse::of(&lease)),
         node_switches,
         clock_refusals,
         lease_refusals,
         keeper_pid: (keeper.pid != 0).then_some(keeper.pid),
-        keeper_ticks: keeper_report::ticks(),
+        keeper_ticks: keeper_board::ticks(),
+    }
+}
+
+/// How many of a lease's nodes running processes hold, and how many are free.
+pub struct NodeUse {
+    pub in_use: u32,
+    pub free: u32,
+}
+
+impl NodeUse {
+    fn of(lease: &Lease) -> Self {
+        let in_use = node_table::held_count(lease.first_node, lease.last_node);
+        Self { in_use, free: lease.last_node - lease.first_node + 1 - in_use }
     }
 }

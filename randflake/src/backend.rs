@@ -5,10 +5,9 @@
 //! that randflake_pg's backends (over shared memory) and the fleet simulation run the same
 //! decisions. Waiting is the caller's: [`Backend::refill`] says how long, and is called again.
 
-use core::fmt;
 use core::time::Duration;
 
-use crate::generator::{Generator, Refusal as GeneratorRefusal, Step, Window};
+use crate::generator::{Generator, Refusal, Step, Window};
 use crate::layout::{Parts, EPOCH_SECOND, MAX_SECOND};
 use crate::lease::{Lease, HIGH_WATER_LEAD};
 
@@ -69,61 +68,6 @@ pub trait Server {
     fn release(&mut self, node: u32);
     /// Counts an event.
     fn count(&mut self, event: Event);
-}
-
-/// Why a call gets no ID. The backend's state is unchanged, and a later call may succeed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The clock reads `now`, earlier than `used`, a second the server already used.
-    ClockBehind {
-        /// The clock reading.
-        now: u64,
-        /// The latest second used.
-        used: u64,
-    },
-    /// The clock reads before the lease's first second.
-    ClockBeforeLease {
-        /// The clock reading.
-        now: u64,
-        /// The lease's first second.
-        start: u64,
-    },
-    /// The clock reads past the last second the lease allows: it was not renewed.
-    LeaseLapsed {
-        /// The clock reading.
-        now: u64,
-        /// The last second the lease allows.
-        through: u64,
-    },
-    /// The clock reads past the last second an ID can carry.
-    PastLastSecond {
-        /// The clock reading (or the lease's start, for a lease that starts there).
-        now: u64,
-    },
-    /// The server holds no lease.
-    NoLease,
-    /// Every node of the lease is held by another process.
-    NoFreeNode {
-        /// First node of the lease.
-        first: u32,
-        /// Last node of the lease.
-        last: u32,
-    },
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::ClockBehind { now, used } => write!(f, "the clock reads {now}, behind second {used}, already used"),
-            Self::ClockBeforeLease { now, start } => {
-                write!(f, "the clock reads {now}, before the lease's start {start}")
-            }
-            Self::LeaseLapsed { now, through } => write!(f, "the clock reads {now}, past the lease's {through}"),
-            Self::PastLastSecond { now } => write!(f, "second {now} is past the last an ID can carry"),
-            Self::NoLease => f.write_str("the server holds no lease"),
-            Self::NoFreeNode { first, last } => write!(f, "every node of {first}..{last} is held"),
-        }
-    }
 }
 
 /// What a backend does next.
@@ -218,13 +162,15 @@ impl Backend {
                 // at most HIGH_WATER_LEAD + 1 seconds ahead: that is waited out, like a
                 // high-water mark the keeper is about to advance. A clock further behind is
                 // refused.
-                Err(GeneratorRefusal::BeforeWindow { now, first }) if first - now <= HIGH_WATER_LEAD + 1 => {
+                Err(Refusal::BeforeWindow { now, first }) if first - now <= HIGH_WATER_LEAD + 1 => {
                     return Refill::WaitForSecond(first)
                 }
-                Err(GeneratorRefusal::AfterWindow { now, last }) if now == last + 1 && now <= MAX_SECOND => {
+                // The lease's last second has passed: its renewal is due. (Past the last second
+                // an ID can carry, the generator refuses with PastLastSecond instead.)
+                Err(Refusal::AfterWindow { now, last }) if now == last + 1 => {
                     return Refill::AwaitLease { limit: RENEWAL_WAIT }
                 }
-                Err(refusal) => return refuse(server, refusal.into()),
+                Err(refusal) => return refuse(server, refusal),
             }
         }
     }
@@ -280,21 +226,10 @@ impl Backend {
 /// Counts a refusal for monitoring, and returns it.
 fn refuse(server: &mut impl Server, refusal: Refusal) -> Refill {
     server.count(match refusal {
-        Refusal::LeaseLapsed { .. } | Refusal::NoLease => Event::LeaseRefusal,
+        Refusal::AfterWindow { .. } | Refusal::NoLease => Event::LeaseRefusal,
         _ => Event::ClockRefusal,
     });
     Refill::Refused(refusal)
-}
-
-impl From<GeneratorRefusal> for Refusal {
-    fn from(refusal: GeneratorRefusal) -> Self {
-        match refusal {
-            GeneratorRefusal::ClockBehind { now, used } => Self::ClockBehind { now, used },
-            GeneratorRefusal::BeforeWindow { now, first } => Self::ClockBeforeLease { now, start: first },
-            GeneratorRefusal::AfterWindow { now, .. } if now > MAX_SECOND => Self::PastLastSecond { now },
-            GeneratorRefusal::AfterWindow { now, last } => Self::LeaseLapsed { now, through: last },
-        }
-    }
 }
 
 #[cfg(test)]
@@ -412,7 +347,7 @@ mod tests {
         assert_eq!(backend.refill(T + 11, 8, 64, &mut server), Refill::AwaitLease { limit: RENEWAL_WAIT });
         assert_eq!(
             backend.refill(T + 12, 8, 64, &mut server),
-            Refill::Refused(Refusal::LeaseLapsed { now: T + 12, through: T + 10 })
+            Refill::Refused(Refusal::AfterWindow { now: T + 12, last: T + 10 })
         );
         server.publish(1, lease(T, T + 70));
         assert!(matches!(backend.refill(T + 12, 8, 64, &mut server), Refill::Issued { .. }), "the renewal applies");

@@ -104,7 +104,10 @@ pub enum Step {
     },
 }
 
-/// Why no ID can be issued at this clock reading. The generator's state is unchanged.
+/// Why no ID can be issued at this clock reading. Nothing changed, and a later call may
+/// succeed. A [`Generator`] refuses for its clock and its window: the first four; a process
+/// following a server's lease ([`crate::backend::Backend`]) also for want of a lease or a node,
+/// and there the window is the lease's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The clock reads before the window's first second (a lease not started yet).
@@ -122,12 +125,26 @@ pub enum Refusal {
         last: u64,
     },
     /// The clock reads earlier than a second already used by this generator or by the previous
-    /// holder of its node.
+    /// holder of its node (or, for a backend, by any process of its server).
     ClockBehind {
         /// The clock reading.
         now: u64,
         /// The latest second already used.
         used: u64,
+    },
+    /// The clock reads past the last second an ID can carry.
+    PastLastSecond {
+        /// The clock reading (or the lease's start, for a lease that starts there).
+        now: u64,
+    },
+    /// The server holds no lease.
+    NoLease,
+    /// Every node of the lease is held by another process.
+    NoFreeNode {
+        /// First node of the lease.
+        first: u32,
+        /// Last node of the lease.
+        last: u32,
     },
 }
 
@@ -143,6 +160,9 @@ impl fmt::Display for Refusal {
             Self::ClockBehind { now, used } => {
                 write!(f, "the clock reads {now}, {} s behind second {used} which already has IDs", used - now)
             }
+            Self::PastLastSecond { now } => write!(f, "second {now} is past the last an ID can carry"),
+            Self::NoLease => f.write_str("the server holds no lease"),
+            Self::NoFreeNode { first, last } => write!(f, "every node of {first}..{last} is held"),
         }
     }
 }
@@ -238,7 +258,12 @@ impl Generator {
             return Err(Refusal::BeforeWindow { now, first: self.window.first });
         }
         if now > self.window.last {
-            return Err(Refusal::AfterWindow { now, last: self.window.last });
+            // The window ends at MAX_SECOND at the latest.
+            return Err(if now > MAX_SECOND {
+                Refusal::PastLastSecond { now }
+            } else {
+                Refusal::AfterWindow { now, last: self.window.last }
+            });
         }
         if now < self.clock_floor {
             return Err(Refusal::ClockBehind { now, used: self.clock_floor });
@@ -404,10 +429,7 @@ mod tests {
     fn nothing_is_issued_past_the_last_second_an_id_can_carry() {
         let mut generator = generator_with_node(0, MAX_SECOND - 1);
         assert_eq!(issued(generator.next(MAX_SECOND, UNLIMITED, 1).unwrap()).timestamp, MAX_SECOND);
-        assert_eq!(
-            generator.next(MAX_SECOND + 1, UNLIMITED, 1),
-            Err(Refusal::AfterWindow { now: MAX_SECOND + 1, last: MAX_SECOND })
-        );
+        assert_eq!(generator.next(MAX_SECOND + 1, UNLIMITED, 1), Err(Refusal::PastLastSecond { now: MAX_SECOND + 1 }));
         assert!(Window::new(EPOCH_SECOND, MAX_SECOND + 1).is_err());
         assert!(Window::new(EPOCH_SECOND - 1, MAX_SECOND).is_err());
         assert!(Window::new(T, T - 1).is_err());

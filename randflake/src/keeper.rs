@@ -25,7 +25,7 @@ use core::fmt;
 
 pub use crate::durability::{Commit, CommitEvidence};
 use crate::layout::MAX_NODE;
-use crate::lease::{Lease, Terms};
+use crate::lease::{Lease, Renewal, Terms};
 use crate::table_rules;
 
 /// Where a server's nodes come from.
@@ -80,6 +80,18 @@ pub struct StoredLease {
     pub used_through: u64,
 }
 
+/// The nodes and end of a lease in the table, whoever holds it: what bounds the next lease of
+/// those nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeasedBlock {
+    /// First node of the block.
+    pub first_node: u32,
+    /// Last node of the block (inclusive).
+    pub last_node: u32,
+    /// Last second of the lease.
+    pub end: u64,
+}
+
 /// What is under the lease table's name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TableCheck {
@@ -108,19 +120,17 @@ pub trait LeaseStore {
     fn check_table(&mut self) -> Result<TableCheck, StoreError>;
     /// The row of this holder's lease `key`, or `None` if it is gone.
     fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError>;
-    /// Moves the end and high-water mark of this holder's lease `key` to at least `end` and
-    /// `used_through` (never back), if it has not ended before `now`; its values afterwards, or
+    /// Moves the end and high-water mark of this holder's lease `key` to at least those of
+    /// `renewal` (never back), if it has not ended before `now`; its values afterwards, or
     /// `None` if the row is gone or ended.
-    fn renew(&mut self, key: LeaseKey, end: u64, used_through: u64, now: u64)
-        -> Result<Option<(u64, u64)>, StoreError>;
+    fn renew(&mut self, key: LeaseKey, renewal: Renewal, now: u64) -> Result<Option<Renewal>, StoreError>;
     /// Deletes this holder's lease `key`, if there.
     fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError>;
     /// Ends this holder's leases of nodes overlapping `first..=last` at their high-water marks,
     /// and deletes those that were never used: no process that used them survives a restart.
     fn end_own_leases(&mut self, first: u32, last: u32) -> Result<(), StoreError>;
-    /// `(first_node, last_node, end)` of every lease, whoever holds it, of nodes overlapping
-    /// `first..=last`.
-    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError>;
+    /// Every lease, whoever holds it, of nodes overlapping `first..=last`.
+    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<LeasedBlock>, StoreError>;
     /// Writes a new lease of this holder.
     fn insert(&mut self, lease: &Lease) -> Result<(), StoreError>;
     /// Deletes the leases, whoever holds them, of nodes wholly inside `lease`'s block that ended
@@ -212,84 +222,9 @@ impl Keeper {
     /// lease, takes a new one if there is none, commits, and publishes only what committed
     /// durably. The caller abandons the transaction if the tick failed.
     pub fn tick(&self, now: u64, store: &mut impl LeaseStore, board: &mut impl Board) -> Tick {
-        let mut withdrawn = None;
-        let outcome = self.step(now, store, board, &mut withdrawn).unwrap_or_else(Outcome::Failed);
-        Tick { withdrawn, outcome }
-    }
-
-    fn step(
-        &self,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        withdrawn: &mut Option<(Lease, Withdrawal)>,
-    ) -> Result<Outcome, StoreError> {
-        match store.check_table()? {
-            TableCheck::Missing => return Ok(Outcome::NoTable),
-            TableCheck::Refused(reason) => return Ok(Outcome::Refused(reason)),
-            TableCheck::Trusted => {}
-        }
-        // Rule 4: leases written but never confirmed were never used, so in range mode they are
-        // deleted. A coordinator refuses to delete a fleet's rows before they end (another
-        // member cannot tell an unconfirmed row from a used one), so there they are left to
-        // end, and count as used meanwhile.
-        let unconfirmed = board.unconfirmed();
-        if matches!(self.source, NodeSource::Fleet { .. }) {
-            board.forget_unconfirmed();
-        } else {
-            for key in &unconfirmed {
-                store.delete(*key)?;
-            }
-        }
-        if let Some(lease) = board.published() {
-            let key = LeaseKey::from(&lease);
-            let withdrawal = match store.stored(key)? {
-                None => Withdrawal::Gone,
-                Some(stored) if !intact(&stored, &lease) => Withdrawal::CutShort,
-                Some(_) => match self.terms.renewal(&lease, now) {
-                    None => {
-                        // Only the deletion of unconfirmed rows needs its commit known durable.
-                        let needs_evidence = !unconfirmed.is_empty();
-                        return Ok(match self.commit(store, board, &unconfirmed, needs_evidence)? {
-                            Commit::Durable | Commit::Uncertain => Outcome::Holding,
-                        });
-                    }
-                    Some((end, used_through)) => match store.renew(key, end, used_through, now)? {
-                        Some((end, used_through)) => {
-                            let renewed = Lease { end, used_through, ..lease };
-                            // Rule 5: older leases of the block go only in the shadow of a
-                            // published lease, whose row is durable and never deleted as
-                            // unconfirmed; and only those that ended before now, since one
-                            // ending later, before this lease starts, may still be in use. In a
-                            // fleet, "now" is the earliest any member's clock may read.
-                            store.prune_inside(&renewed, self.prune_bound(now).min(renewed.start))?;
-                            return Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
-                                board.publish(renewed, true);
-                                Outcome::Renewed(renewed)
-                            } else {
-                                Outcome::Unconfirmed
-                            });
-                        }
-                        None => Withdrawal::Expired,
-                    },
-                },
-            };
-            // Rule 2: the backends stop before anything else is tried.
-            board.withdraw();
-            *withdrawn = Some((lease, withdrawal));
-        }
-        let Some(lease) = self.new_lease(now, store, board)? else { return Ok(Outcome::PastLastSecond) };
-        // Remembered before the insert: a keeper that dies before knowing the commit's outcome
-        // leaves the next one the row to delete.
-        board.remember_unconfirmed(LeaseKey::from(&lease));
-        store.insert(&lease)?;
-        Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
-            board.forget_unconfirmed();
-            board.publish(lease, false);
-            Outcome::Taken(lease)
-        } else {
-            Outcome::Unconfirmed
-        })
+        let mut run = TickRun { keeper: self, now, store, board, unconfirmed: Vec::new(), withdrawn: None };
+        let outcome = run.step().unwrap_or_else(Outcome::Failed);
+        Tick { withdrawn: run.withdrawn, outcome }
     }
 
     /// The rows of other holders ending before this may be pruned at clock reading `now`.
@@ -299,49 +234,181 @@ impl Keeper {
             NodeSource::Fleet { .. } => table_rules::prune_bound(now),
         }
     }
+}
+
+/// One tick: its clock reading, the table and the shared memory it runs over, and what it
+/// learns on the way.
+struct TickRun<'a, S, B> {
+    keeper: &'a Keeper,
+    now: u64,
+    store: &'a mut S,
+    board: &'a mut B,
+    /// The leases unconfirmed when the tick began.
+    unconfirmed: Vec<LeaseKey>,
+    /// The published lease withdrawn, and why.
+    withdrawn: Option<(Lease, Withdrawal)>,
+}
+
+impl<S: LeaseStore, B: Board> TickRun<'_, S, B> {
+    /// The table first: nothing runs on a table that is missing or not to be trusted.
+    fn step(&mut self) -> Result<Outcome, StoreError> {
+        match self.store.check_table()? {
+            TableCheck::Missing => Ok(Outcome::NoTable),
+            TableCheck::Refused(reason) => Ok(Outcome::Refused(reason)),
+            TableCheck::Trusted => self.keep(),
+        }
+    }
+
+    /// Settles the unconfirmed leases, keeps the published lease if the table still grants
+    /// it, and takes a new one if there is none (any more).
+    fn keep(&mut self) -> Result<Outcome, StoreError> {
+        self.settle_unconfirmed()?;
+        let kept = match self.board.published() {
+            Some(lease) => self.keep_published(lease)?,
+            None => None,
+        };
+        match kept {
+            Some(outcome) => Ok(outcome),
+            None => self.take(),
+        }
+    }
+
+    /// Rule 4: leases written but never confirmed were never used, so in range mode they are
+    /// deleted. A coordinator refuses to delete a fleet's rows before they end (another member
+    /// cannot tell an unconfirmed row from a used one), so there they are left to end, and
+    /// count as used meanwhile.
+    fn settle_unconfirmed(&mut self) -> Result<(), StoreError> {
+        self.unconfirmed = self.board.unconfirmed();
+        match self.keeper.source {
+            NodeSource::Fleet { .. } => self.board.forget_unconfirmed(),
+            NodeSource::Range { .. } => self.unconfirmed.iter().try_for_each(|key| self.store.delete(*key))?,
+        }
+        Ok(())
+    }
+
+    /// The published lease held or renewed, or `None` once it is withdrawn.
+    fn keep_published(&mut self, lease: Lease) -> Result<Option<Outcome>, StoreError> {
+        match self.standing(lease)? {
+            Standing::Intact => self.hold().map(Some),
+            Standing::Renewed(renewed) => self.renew(renewed).map(Some),
+            Standing::Lost(withdrawal) => {
+                // Rule 2: the backends stop before anything else is tried.
+                self.board.withdraw();
+                self.withdrawn = Some((lease, withdrawal));
+                Ok(None)
+            }
+        }
+    }
+
+    /// What the table grants of the published `lease` now, renewing it if a renewal is due.
+    fn standing(&mut self, lease: Lease) -> Result<Standing, StoreError> {
+        let key = LeaseKey::from(&lease);
+        let Some(stored) = self.store.stored(key)? else { return Ok(Standing::Lost(Withdrawal::Gone)) };
+        if !intact(&stored, &lease) {
+            return Ok(Standing::Lost(Withdrawal::CutShort));
+        }
+        let Some(due) = self.keeper.terms.renewal(&lease, self.now) else { return Ok(Standing::Intact) };
+        Ok(self
+            .store
+            .renew(key, due, self.now)?
+            .map_or(Standing::Lost(Withdrawal::Expired), |renewal| Standing::Renewed(lease.renewed(renewal))))
+    }
+
+    /// An intact lease with no renewal due: only the deletion of unconfirmed rows, if any, is
+    /// committed, and only it needs its commit known durable. The lease stands either way.
+    fn hold(&mut self) -> Result<Outcome, StoreError> {
+        self.commit(!self.unconfirmed.is_empty())?;
+        Ok(Outcome::Holding)
+    }
+
+    /// Rule 5: older leases of the block go only in the shadow of a published lease, whose row
+    /// is durable and never deleted as unconfirmed; and only those that ended before now, since
+    /// one ending later, before this lease starts, may still be in use. In a fleet, "now" is the
+    /// earliest any member's clock may read.
+    fn renew(&mut self, renewed: Lease) -> Result<Outcome, StoreError> {
+        self.store.prune_inside(&renewed, self.keeper.prune_bound(self.now).min(renewed.start))?;
+        self.publish_if_granted(Written::Renewed(renewed))
+    }
+
+    /// A new lease, written and published if its commit is durable.
+    fn take(&mut self) -> Result<Outcome, StoreError> {
+        let Some(lease) = self.new_lease()? else { return Ok(Outcome::PastLastSecond) };
+        // Remembered before the insert: a keeper that dies before knowing the commit's outcome
+        // leaves the next one the row to delete.
+        self.board.remember_unconfirmed(LeaseKey::from(&lease));
+        self.store.insert(&lease)?;
+        self.publish_if_granted(Written::Taken(lease))
+    }
+
+    /// Rule 1: commits, and publishes what was written only if the commit is durable.
+    fn publish_if_granted(&mut self, written: Written) -> Result<Outcome, StoreError> {
+        if !granted(self.commit(true)?) {
+            return Ok(Outcome::Unconfirmed);
+        }
+        Ok(match written {
+            Written::Renewed(lease) => {
+                self.board.publish(lease, true);
+                Outcome::Renewed(lease)
+            }
+            Written::Taken(lease) => {
+                // The new row is durable: no longer unconfirmed, and no more are the rows whose
+                // deletion the same commit made durable.
+                self.board.forget_unconfirmed();
+                self.board.publish(lease, false);
+                Outcome::Taken(lease)
+            }
+        })
+    }
 
     /// Commits, and judges the store's evidence of the commit; a durable commit also confirms
     /// the deletion of the unconfirmed leases.
-    fn commit(
-        &self,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        deleted: &[LeaseKey],
-        needs_evidence: bool,
-    ) -> Result<Commit, StoreError> {
-        let commit = store.commit(needs_evidence)?.commit();
-        if commit == Commit::Durable && !deleted.is_empty() && board.unconfirmed() == deleted {
-            board.forget_unconfirmed();
+    fn commit(&mut self, needs_evidence: bool) -> Result<Commit, StoreError> {
+        let commit = self.store.commit(needs_evidence)?.commit();
+        if commit == Commit::Durable && !self.unconfirmed.is_empty() && self.board.unconfirmed() == self.unconfirmed {
+            self.board.forget_unconfirmed();
         }
         Ok(commit)
     }
 
     /// The lease to take now, or `None` past the last second an ID can carry.
-    fn new_lease(
-        &self,
-        now: u64,
-        store: &mut impl LeaseStore,
-        board: &impl Board,
-    ) -> Result<Option<Lease>, StoreError> {
+    fn new_lease(&mut self) -> Result<Option<Lease>, StoreError> {
         // Rule 3: a lease published earlier in this server's life (its row deleted, the
         // extension dropped and created again, a coordinator that lost it) still bounds the
         // seconds its nodes may have used; it says nothing about other nodes.
-        let withdrawn = board.last_published();
-        let (first, last, latest_end) = match self.source {
+        let withdrawn = self.board.last_published();
+        let (first, last, latest_end) = match self.keeper.source {
             NodeSource::Range { first, last } => {
-                store.end_own_leases(first, last)?;
-                (first, last, latest_end(&store.leases_of(first, last)?))
+                self.store.end_own_leases(first, last)?;
+                (first, last, latest_end(&self.store.leases_of(first, last)?))
             }
             NodeSource::Fleet { pool_first, pool_last, block_size, preference } => {
                 let blocks = Blocks::new(pool_first, pool_last, block_size);
-                let leases = store.leases_of(pool_first, pool_last)?;
-                blocks.soonest_free(&leases, now, withdrawn, preference)
+                let leases = self.store.leases_of(pool_first, pool_last)?;
+                blocks.soonest_free(&leases, self.now, withdrawn, preference)
             }
         };
         let withdrawn_bound =
             withdrawn.filter(|old| old.first_node <= last && first <= old.last_node).map(|old| old.used_through);
-        Ok(self.terms.new_lease(first, last, now, latest_end.max(withdrawn_bound)))
+        Ok(self.keeper.terms.new_lease(first, last, self.now, latest_end.max(withdrawn_bound)))
     }
+}
+
+/// What the table grants of the published lease at a tick.
+enum Standing {
+    /// Its row is intact and no renewal is due.
+    Intact,
+    /// Its row is renewed as stored, in the tick's transaction.
+    Renewed(Lease),
+    /// It must be withdrawn.
+    Lost(Withdrawal),
+}
+
+/// A lease written in the tick's transaction, to publish once its commit is durable.
+enum Written {
+    /// The published lease with a later end or high-water mark.
+    Renewed(Lease),
+    /// A new lease.
+    Taken(Lease),
 }
 
 /// Rule 1: whether a commit grants what it wrote. The `fault-grant-uncertain-commits` feature
@@ -356,8 +423,8 @@ fn intact(stored: &StoredLease, lease: &Lease) -> bool {
     stored.last_node == lease.last_node && stored.end >= lease.end && stored.used_through >= lease.used_through
 }
 
-fn latest_end(leases: &[(u32, u32, u64)]) -> Option<u64> {
-    leases.iter().map(|&(_, _, end)| end).max()
+fn latest_end(leases: &[LeasedBlock]) -> Option<u64> {
+    leases.iter().map(|lease| lease.end).max()
 }
 
 /// A fleet's pool cut into blocks.
@@ -389,19 +456,19 @@ impl Blocks {
     /// overlaps it; ties go to the block `preference` places on.
     fn soonest_free(
         &self,
-        leases: &[(u32, u32, u64)],
+        leases: &[LeasedBlock],
         now: u64,
         withdrawn: Option<Lease>,
         preference: u64,
     ) -> (u32, u32, Option<u64>) {
         let mut latest: Vec<Option<u64>> = vec![None; self.count as usize];
-        for &(first, last, end) in leases {
-            if last < self.pool_first || first > self.pool_last {
+        for lease in leases {
+            if lease.last_node < self.pool_first || lease.first_node > self.pool_last {
                 continue;
             }
-            for index in self.index_of(first)..=self.index_of(last) {
+            for index in self.index_of(lease.first_node)..=self.index_of(lease.last_node) {
                 let slot = &mut latest[index as usize];
-                *slot = Some(slot.map_or(end, |known| known.max(end)));
+                *slot = Some(slot.map_or(lease.end, |known| known.max(lease.end)));
             }
         }
         let start = |index: u32| {
@@ -454,11 +521,11 @@ mod tests {
         fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError> {
             Ok(self.rows.get(&key).map(|&(last_node, end, used_through)| StoredLease { last_node, end, used_through }))
         }
-        fn renew(&mut self, key: LeaseKey, end: u64, used: u64, now: u64) -> Result<Option<(u64, u64)>, StoreError> {
+        fn renew(&mut self, key: LeaseKey, renewal: Renewal, now: u64) -> Result<Option<Renewal>, StoreError> {
             Ok(self.rows.get_mut(&key).filter(|row| row.1 >= now).map(|row| {
-                row.1 = row.1.max(end);
-                row.2 = row.2.max(used);
-                (row.1, row.2)
+                row.1 = row.1.max(renewal.end);
+                row.2 = row.2.max(renewal.used_through);
+                Renewal { end: row.1, used_through: row.2 }
             }))
         }
         fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError> {
@@ -472,12 +539,12 @@ mod tests {
             }
             Ok(())
         }
-        fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError> {
+        fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<LeasedBlock>, StoreError> {
             Ok(self
                 .rows
                 .iter()
                 .filter(|(key, row)| key.first_node <= last && row.0 >= first)
-                .map(|(key, row)| (key.first_node, row.0, row.1))
+                .map(|(key, row)| LeasedBlock { first_node: key.first_node, last_node: row.0, end: row.1 })
                 .collect())
         }
         fn insert(&mut self, lease: &Lease) -> Result<(), StoreError> {
@@ -645,14 +712,15 @@ mod tests {
         let blocks = Blocks::new(0, 99, 10);
         assert_eq!(blocks.count, 10);
         // Block 0 leased until T + 5, block 1 free: block 1 first, whatever the preference.
-        assert_eq!(blocks.soonest_free(&[(0, 9, T + 5)], T, None, 0), (10, 19, None));
+        let leased = |first_node, last_node, end| LeasedBlock { first_node, last_node, end };
+        assert_eq!(blocks.soonest_free(&[leased(0, 9, T + 5)], T, None, 0), (10, 19, None));
         // All free: the preferred one.
         assert_eq!(blocks.soonest_free(&[], T, None, 3), (30, 39, None));
         // All leased: the one whose lease ends first, with its end.
-        let leases: Vec<(u32, u32, u64)> = (0..10).map(|b| (b * 10, b * 10 + 9, T + 100 - u64::from(b))).collect();
+        let leases: Vec<LeasedBlock> = (0..10).map(|b| leased(b * 10, b * 10 + 9, T + 100 - u64::from(b))).collect();
         assert_eq!(blocks.soonest_free(&leases, T, None, 0), (90, 99, Some(T + 91)));
         // A lease spanning two blocks counts for both.
-        assert_eq!(blocks.soonest_free(&[(5, 14, T + 9)], T, None, 0), (20, 29, None));
+        assert_eq!(blocks.soonest_free(&[leased(5, 14, T + 9)], T, None, 0), (20, 29, None));
         // The last block is shorter.
         assert_eq!(Blocks::new(0, 24, 10).block(2), (20, 24));
     }

@@ -48,6 +48,21 @@ impl Lease {
     pub fn allows(&self, second: u64) -> bool {
         self.start <= second && second <= self.issuable_through()
     }
+
+    /// This lease with the end and high-water mark of `renewal`.
+    pub fn renewed(self, renewal: Renewal) -> Self {
+        Self { end: renewal.end, used_through: renewal.used_through, ..self }
+    }
+}
+
+/// The two values of a lease that a renewal moves, and never back: its end and its high-water
+/// mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Renewal {
+    /// Last Unix second of the lease (inclusive).
+    pub end: u64,
+    /// The high-water mark.
+    pub used_through: u64,
 }
 
 /// How long leases last and how far ahead of the clock the high-water mark is kept.
@@ -89,11 +104,11 @@ impl Terms {
         Some(lease)
     }
 
-    /// The `(end, used_through)` to record now, or `None` while the stored values still have
+    /// The end and high-water mark to record now, or `None` while the stored values still have
     /// enough margin. The end is pushed out once a third of the length has elapsed, so a holder
     /// survives its lease store being unreachable for two thirds of a lease; the high-water mark
     /// once half of its lead has been used, so it is written about every `lead / 2` seconds.
-    pub fn renewal(&self, lease: &Lease, now: u64) -> Option<(u64, u64)> {
+    pub fn renewal(&self, lease: &Lease, now: u64) -> Option<Renewal> {
         let from = now.max(lease.start);
         let mut renewed = *lease;
         if lease.end < from + self.length * 2 / 3 {
@@ -106,7 +121,7 @@ impl Terms {
         if high_water_due {
             renewed.used_through = self.high_water(&renewed, now).max(lease.used_through);
         }
-        (renewed != *lease).then_some((renewed.end, renewed.used_through))
+        (renewed != *lease).then_some(Renewal { end: renewed.end, used_through: renewed.used_through })
     }
 
     fn high_water(&self, lease: &Lease, now: u64) -> u64 {
@@ -156,15 +171,14 @@ mod tests {
     fn the_high_water_mark_is_written_every_half_lead() {
         let lease = RANGE.new_lease(0, 0, T, None).unwrap();
         assert_eq!(RANGE.renewal(&lease, T + 4), None);
-        assert_eq!(RANGE.renewal(&lease, T + 6), Some((lease.end, T + 16)));
+        assert_eq!(RANGE.renewal(&lease, T + 6), Some(Renewal { end: lease.end, used_through: T + 16 }));
     }
 
     #[test]
     fn the_end_is_renewed_once_a_third_has_elapsed() {
         let lease = FLEET.new_lease(0, 0, T, None).unwrap();
         assert_eq!(FLEET.renewal(&lease, T + 199), None);
-        let (end, used_through) = FLEET.renewal(&lease, T + 200).unwrap();
-        assert_eq!((end, used_through), (T + 799, T + 799));
+        assert_eq!(FLEET.renewal(&lease, T + 200), Some(Renewal { end: T + 799, used_through: T + 799 }));
     }
 
     #[test]
@@ -173,7 +187,7 @@ mod tests {
         // The clock reads far behind the lease: nothing to write yet.
         assert_eq!(RANGE.renewal(&lease, T - 1000), None);
         for now in [T, T + 101, T + 300, T + 650] {
-            if let Some((end, used_through)) = RANGE.renewal(&lease, now) {
+            if let Some(Renewal { end, used_through }) = RANGE.renewal(&lease, now) {
                 assert!(end >= lease.end && used_through >= lease.used_through && used_through <= end);
             }
         }

@@ -105,9 +105,10 @@
 //! 3. **The clock never goes backwards for a node.** A reading earlier than a second the
 //!    generator (or its node's previous holder) already used is refused with
 //!    [`Refusal::ClockBehind`]; readings outside the generator's [`Window`] are refused with
-//!    [`Refusal::BeforeWindow`] or [`Refusal::AfterWindow`]. A refusal changes nothing, so the
-//!    caller may wait for the clock to catch up and call again, or report an error. The
-//!    generator never backdates or invents seconds.
+//!    [`Refusal::BeforeWindow`] or [`Refusal::AfterWindow`] (or [`Refusal::PastLastSecond`],
+//!    past the last second an ID can carry). A refusal changes nothing, so the caller may wait
+//!    for the clock to catch up and call again, or report an error. The generator never
+//!    backdates or invents seconds.
 //!
 //! Each call of [`Generator::next`] returns a [`Step`]: IDs to issue, a request for a node
 //! ([`Step::NeedNode`], when the held node has used all 131072 sequences of this second), or a
@@ -210,7 +211,7 @@ pub use codec::{IdString, ParseIdError};
 pub use generator::{Generator, Refusal, Step, Window};
 pub use id::Id;
 pub use layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
-pub use lease::{Lease, Terms, HIGH_WATER_LEAD};
+pub use lease::{Lease, Renewal, Terms, HIGH_WATER_LEAD};
 pub use secret::{Secret, SecretError};
 
 /// Turns [`Parts`] into IDs and back under one secret. The key schedule runs once, in

@@ -27,10 +27,10 @@ use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server};
 use randflake::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::keeper::{
-    Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
+    Board, Keeper, LeaseKey, LeaseStore, LeasedBlock, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
 };
 use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
-use randflake::{Lease, Terms};
+use randflake::{Lease, Renewal, Terms};
 
 const T0: u64 = 1_800_000_000;
 const POOL: (u32, u32) = (0, 11);
@@ -48,14 +48,27 @@ const STEPS: u64 = 1_000_000;
 
 // ---------------------------------------------------------------- the coordinator
 
-/// A lease row: `(holder, first_node, start)` to `(last_node, end, used_through)`.
-type Rows = BTreeMap<(u64, u32, u64), (u32, u64, u64)>;
+/// A lease row's key in the coordinator's table: its holder, and the lease as the holder names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct RowKey {
+    holder: u64,
+    lease: LeaseKey,
+}
+
+impl RowKey {
+    fn new(holder: u64, lease: LeaseKey) -> Self {
+        Self { holder, lease }
+    }
+}
+
+/// The lease rows.
+type Rows = BTreeMap<RowKey, StoredLease>;
 
 /// One write of a member's transaction, applied to each copy of the table it reaches.
 #[derive(Clone, Debug)]
 enum Write {
     Insert { holder: u64, lease: Lease },
-    Renew { holder: u64, key: LeaseKey, end: u64, used_through: u64, now: u64 },
+    Renew { holder: u64, key: LeaseKey, renewal: Renewal, now: u64 },
     Delete { holder: u64, key: LeaseKey },
     Prune { first: u32, last: u32, before: u64 },
 }
@@ -66,19 +79,21 @@ impl TableWrite for Write {
     fn apply(&self, rows: &mut Rows) {
         match *self {
             Write::Insert { holder, lease } => {
-                rows.insert((holder, lease.first_node, lease.start), (lease.last_node, lease.end, lease.used_through));
+                let stored =
+                    StoredLease { last_node: lease.last_node, end: lease.end, used_through: lease.used_through };
+                rows.insert(RowKey::new(holder, LeaseKey::from(&lease)), stored);
             }
-            Write::Renew { holder, key, end, used_through, now } => {
-                if let Some(row) = rows.get_mut(&(holder, key.first_node, key.start)).filter(|row| row.1 >= now) {
-                    row.1 = row.1.max(end);
-                    row.2 = row.2.max(used_through);
+            Write::Renew { holder, key, renewal, now } => {
+                if let Some(row) = rows.get_mut(&RowKey::new(holder, key)).filter(|row| row.end >= now) {
+                    row.end = row.end.max(renewal.end);
+                    row.used_through = row.used_through.max(renewal.used_through);
                 }
             }
             Write::Delete { holder, key } => {
-                rows.remove(&(holder, key.first_node, key.start));
+                rows.remove(&RowKey::new(holder, key));
             }
             Write::Prune { first, last, before } => {
-                rows.retain(|&(_, row_first, _), row| !(row_first >= first && row.0 <= last && row.1 < before));
+                rows.retain(|key, row| !(key.lease.first_node >= first && row.last_node <= last && row.end < before));
             }
         }
     }
@@ -211,44 +226,34 @@ impl LeaseStore for Transaction<'_> {
 
     fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError> {
         self.reach()?;
-        Ok(self
-            .pending
-            .rows
-            .get(&(self.holder, key.first_node, key.start))
-            .map(|&(last_node, end, used_through)| StoredLease { last_node, end, used_through }))
+        Ok(self.pending.rows.get(&RowKey::new(self.holder, key)).copied())
     }
 
     /// The table's exclusion constraint holds for a renewal too: no two leases share a node
     /// and a second.
-    fn renew(
-        &mut self,
-        key: LeaseKey,
-        end: u64,
-        used_through: u64,
-        now: u64,
-    ) -> Result<Option<(u64, u64)>, StoreError> {
+    fn renew(&mut self, key: LeaseKey, renewal: Renewal, now: u64) -> Result<Option<Renewal>, StoreError> {
         self.reach()?;
-        let row_key = (self.holder, key.first_node, key.start);
-        if let Some(&(last_node, old_end, _)) = self.pending.rows.get(&row_key).filter(|row| row.1 >= now) {
-            let new_end = old_end.max(end);
+        let row_key = RowKey::new(self.holder, key);
+        if let Some(&stored) = self.pending.rows.get(&row_key).filter(|row| row.end >= now) {
+            let new_end = stored.end.max(renewal.end);
             let overlaps = self.pending.rows.iter().any(|(&other, row)| {
                 other != row_key
-                    && other.1 <= last_node
-                    && row.0 >= key.first_node
-                    && other.2 <= new_end
-                    && row.1 >= key.start
+                    && other.lease.first_node <= stored.last_node
+                    && row.last_node >= key.first_node
+                    && other.lease.start <= new_end
+                    && row.end >= key.start
             });
             if overlaps {
                 return Err(StoreError("23P01: the renewal overlaps another lease".into()));
             }
         }
-        self.pending.write(Write::Renew { holder: self.holder, key, end, used_through, now });
+        self.pending.write(Write::Renew { holder: self.holder, key, renewal, now });
         Ok(self
             .pending
             .rows
-            .get(&(self.holder, key.first_node, key.start))
-            .filter(|row| row.1 >= now)
-            .map(|row| (row.1, row.2)))
+            .get(&row_key)
+            .filter(|row| row.end >= now)
+            .map(|row| Renewal { end: row.end, used_through: row.used_through }))
     }
 
     fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError> {
@@ -261,24 +266,23 @@ impl LeaseStore for Transaction<'_> {
         unreachable!("fleet members do not resume their own leases")
     }
 
-    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError> {
+    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<LeasedBlock>, StoreError> {
         self.reach()?;
         Ok(self
             .pending
             .rows
             .iter()
-            .filter(|&(&(_, row_first, _), row)| row_first <= last && row.0 >= first)
-            .map(|(&(_, row_first, _), row)| (row_first, row.0, row.1))
+            .filter(|&(key, row)| key.lease.first_node <= last && row.last_node >= first)
+            .map(|(key, row)| LeasedBlock { first_node: key.lease.first_node, last_node: row.last_node, end: row.end })
             .collect())
     }
 
     /// The table's rule: a new lease of a node starts after every earlier lease of it ended.
     fn insert(&mut self, lease: &Lease) -> Result<(), StoreError> {
         self.reach()?;
-        let overlaps =
-            self.pending.rows.iter().any(|(&(_, first, _), row)| {
-                first <= lease.last_node && row.0 >= lease.first_node && row.1 >= lease.start
-            });
+        let overlaps = self.pending.rows.iter().any(|(key, row)| {
+            key.lease.first_node <= lease.last_node && row.last_node >= lease.first_node && row.end >= lease.start
+        });
         if overlaps {
             return Err(StoreError("23P01: the lease overlaps or precedes an existing one".into()));
         }

@@ -31,14 +31,14 @@ use randflake::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, Comm
 use randflake::durability::Commit;
 
 use crate::errors::Error;
-use crate::keeper::settings::{self as keeper_settings, NodeSource};
 use crate::lease_table::{AppLeaseTable, LockNotGranted, NewAppLease, StoredWindow, LOCK_WAIT};
+use crate::node_config::{self, Mode};
 use crate::pg::identity::{self, Role};
 use crate::pg::lock::TableLock;
 use crate::pg::procedure::{Call, Committed, Durability, NotOwn, OwnTransaction};
 use crate::pg::transaction::Alone;
 use crate::pg::{backend, clock};
-use crate::shmem::keeper_report;
+use crate::shmem::keeper_board;
 
 /// What one call may use: the pool, the table, and who asks.
 struct Request {
@@ -91,7 +91,7 @@ fn own_transaction(call: &Call, function: &'static str) -> OwnTransaction {
 /// well-formed holder, and a lease table the keeper may trust.
 fn request(holder: Option<&str>) -> Result<Request, Error> {
     let pool = settings::pool().ok_or(Error::NoAppPool {})?;
-    let database = keeper_settings::database();
+    let database = node_config::database();
     if identity::database_name() != database {
         return Err(Error::AppLeaseDatabase { database });
     }
@@ -104,7 +104,7 @@ fn request(holder: Option<&str>) -> Result<Request, Error> {
         name: name.to_owned(),
         shown: format!("application {role}: {name}"),
     };
-    let keeper = Role::named(keeper_settings::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
+    let keeper = Role::named(node_config::keeper_role().as_deref()).ok_or_else(no_lease_table)?;
     let table = keeper.acting(open_table).ok_or_else(no_lease_table)?;
     Ok(Request { pool, table, holder, keeper })
 }
@@ -112,12 +112,12 @@ fn request(holder: Option<&str>) -> Result<Request, Error> {
 /// This server's lease table, if the keeper would trust it (in range mode: the extension's
 /// own; in fleet mode: the coordinator's, with its evidence relation). As the keeper's role.
 fn open_table() -> Option<AppLeaseTable> {
-    let (schema, table) = keeper_settings::lease_table();
-    AppLeaseTable::open(&schema, &table, keeper_settings::node_source() == NodeSource::Fleet)
+    let (schema, table) = node_config::lease_table();
+    AppLeaseTable::open(&schema, &table, node_config::mode() == Mode::Fleet)
 }
 
 fn no_lease_table() -> Error {
-    Error::NoLease { keeper: keeper_report::read(), database: keeper_settings::database() }
+    Error::NoLease { keeper: keeper_board::read(), database: node_config::database() }
 }
 
 /// Raises the ERROR for a lock on the lease table not granted in time, after a WARNING (in the
@@ -359,7 +359,7 @@ pub fn status() -> Option<PoolStatus> {
     let pool = settings::pool()?;
     // On a fleet member the pool's state is the coordinator's table's: read it there (reading it
     // here would keep a connection to the coordinator open for the rest of the session).
-    if identity::database_name() != keeper_settings::database() || keeper_settings::node_source() == NodeSource::Fleet {
+    if identity::database_name() != node_config::database() || node_config::mode() == Mode::Fleet {
         return None;
     }
     // A monitoring session must not keep a lock on the table open: one held in an idle
@@ -367,7 +367,7 @@ pub fn status() -> Option<PoolStatus> {
     if identity::in_transaction_block() {
         Error::PoolStatusInTransaction { function: FUNCTION }.raise();
     }
-    let keeper = Role::named(keeper_settings::keeper_role().as_deref())?;
+    let keeper = Role::named(node_config::keeper_role().as_deref())?;
     keeper.acting(|| {
         let table = open_table()?;
         table.lock(TableLock::AccessShare).unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));

@@ -6,7 +6,7 @@ use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use randflake::MAX_NODE;
 
 use crate::errors::Error;
-use crate::keeper::settings as keeper_settings;
+use crate::node_config;
 
 static APP_NODE_ID_MIN: GucSetting<i32> = GucSetting::<i32>::new(-1);
 static APP_NODE_ID_MAX: GucSetting<i32> = GucSetting::<i32>::new(-1);
@@ -51,7 +51,7 @@ pub fn define() {
 /// The pool must be unset (both bounds -1), or an ascending range outside the server's nodes:
 /// a node both leased to applications and used by the server's backends would issue duplicates.
 pub fn check_at_startup() -> Result<(), Error> {
-    let (app, nodes) = ((APP_NODE_ID_MIN.get(), APP_NODE_ID_MAX.get()), keeper_settings::node_range());
+    let (app, nodes) = ((APP_NODE_ID_MIN.get(), APP_NODE_ID_MAX.get()), node_config::node_range());
     if pool_is_valid(app, nodes) {
         Ok(())
     } else {

@@ -7,15 +7,15 @@ pub mod settings;
 use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
-use randflake::backend::{Backend, Event, NoNode, Published, Refill, Refusal, Server};
-use randflake::{IdCipher, BATCH};
+use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server};
+use randflake::{IdCipher, Refusal, BATCH};
 
 use crate::errors::Error;
-use crate::keeper::settings::{self as keeper_settings, NodeSource};
+use crate::node_config::{self, Mode};
 use crate::pg::backend::{self, BackendLocal};
 use crate::pg::clock;
 use crate::secret;
-use crate::shmem::{counters, keeper_report, lease_board, node_table};
+use crate::shmem::{counters, keeper_board, lease_board, node_table};
 
 /// Created on the first call in a process, so that sessions that never generate IDs take no
 /// node and register no exit callback. A process-local static rather than a `thread_local!`,
@@ -119,8 +119,8 @@ pub fn next_id(output: Output) -> i64 {
 
 impl BackendIds {
     fn start() -> Result<Self, Error> {
-        match keeper_settings::node_source() {
-            NodeSource::Off => return Err(Error::GenerationOff {}),
+        match node_config::mode() {
+            Mode::Off => return Err(Error::GenerationOff {}),
             _ if backend::in_recovery() => return Err(Error::OnStandby {}),
             _ => {}
         }
@@ -172,7 +172,7 @@ impl BackendIds {
 /// Gives back the nodes this process holds, when it exits. A backend takes nodes only from its
 /// lease, which lies inside the server's node range, fixed at start-up.
 fn release_held_nodes() {
-    let (first, last) = keeper_settings::node_range();
+    let (first, last) = node_config::node_range();
     node_table::release_all_held(first, last);
 }
 
@@ -180,10 +180,10 @@ fn release_held_nodes() {
 fn error_of(refusal: Refusal) -> Error {
     match refusal {
         Refusal::ClockBehind { now, used } => Error::ClockBehind { now, used },
-        Refusal::ClockBeforeLease { now, start } => Error::ClockBeforeLease { now, start },
-        Refusal::LeaseLapsed { now, through } => Error::LeaseLapsed { now, through },
+        Refusal::BeforeWindow { now, first } => Error::ClockBeforeLease { now, start: first },
+        Refusal::AfterWindow { now, last } => Error::LeaseLapsed { now, through: last },
         Refusal::PastLastSecond { now } => Error::ClockPastLastSecond { now },
-        Refusal::NoLease => Error::NoLease { keeper: keeper_report::read(), database: keeper_settings::database() },
+        Refusal::NoLease => Error::NoLease { keeper: keeper_board::read(), database: node_config::database() },
         Refusal::NoFreeNode { first, last } => Error::NoFreeNode { first, last },
     }
 }

@@ -15,10 +15,14 @@ use std::time::{Duration, Instant};
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerStatus, DynamicBackgroundWorker};
 use pgrx::prelude::*;
 
-use super::{settings, KEEPER};
-use crate::keeper_state::KeeperState;
+use super::worker;
+use crate::keeper_report::KeeperState;
+use crate::node_config;
+use crate::pg::bgworker::Worker;
 use crate::pg::{backend, bgworker, transaction};
-use crate::shmem::keeper_report;
+use crate::shmem::keeper_board;
+
+const KEEPER: Worker = Worker { name: "randflake_pg lease keeper", main: worker::main };
 
 /// A keeper that exits this soon after starting, before its first tick, is failing to start
 /// (its database refuses connections, say): the next start waits this long, so the log gets a
@@ -35,14 +39,14 @@ pub fn main() {
         Launcher { keeper: None, started_at: Instant::now(), next_start: Instant::now(), last_warning: None };
     loop {
         launcher.tick();
-        bgworker::idle(settings::tick());
+        bgworker::idle(node_config::tick());
     }
 }
 
 /// A launcher that stops (terminated, or the server shutting down) takes its keeper with it, so
 /// that the next launcher never finds one it did not start.
 fn stop_keeper() {
-    let pid = keeper_report::read().pid;
+    let pid = keeper_board::read().pid;
     if pid != 0 {
         backend::terminate(pid);
     }
@@ -64,16 +68,16 @@ impl Launcher {
                 Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted) => return,
                 Err(_) => {
                     // A keeper that got as far as its first tick reported a state.
-                    let never_ran = keeper_report::read().state == KeeperState::NotStarted;
+                    let never_ran = keeper_board::read().state == KeeperState::NotStarted;
                     exited_quickly = never_ran && self.started_at.elapsed() < QUICK_EXIT;
                     self.keeper = None;
                 }
             }
         }
-        let database = settings::database();
+        let database = node_config::database();
         if !transaction::database_exists(&database) {
             let cause = format!("database \"{database}\" (randflake.database) does not exist");
-            keeper_report::report(KeeperState::WaitingForDatabase, &cause);
+            keeper_board::report(KeeperState::WaitingForDatabase, &cause);
             self.warn(format!("{cause}; the lease keeper starts once it does"));
             self.next_start = Instant::now();
             return;
@@ -84,13 +88,13 @@ impl Launcher {
                 "the lease keeper exited within {} s of starting in database \"{database}\"; the server log says why",
                 QUICK_EXIT.as_secs()
             );
-            keeper_report::report(KeeperState::Failing, &cause);
+            keeper_board::report(KeeperState::Failing, &cause);
             self.warn(format!("{cause}. Next attempt in {} s", RETRY_AFTER_QUICK_EXIT.as_secs()));
         }
         if Instant::now() < self.next_start {
             return;
         }
-        keeper_report::report(KeeperState::NotStarted, "");
+        keeper_board::report(KeeperState::NotStarted, "");
         match KEEPER.start() {
             Some(keeper) => {
                 self.keeper = Some(keeper);
@@ -99,7 +103,7 @@ impl Launcher {
             }
             None => {
                 let cause = "no background worker slot is free for the lease keeper";
-                keeper_report::report(KeeperState::Failing, cause);
+                keeper_board::report(KeeperState::Failing, cause);
                 self.warn(format!("{cause}; raise max_worker_processes"));
             }
         }

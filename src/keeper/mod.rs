@@ -6,26 +6,24 @@
 mod holder;
 mod launcher;
 mod runtime;
-pub mod settings;
 mod worker;
 
 use std::time::Duration;
 
+use crate::node_config::{self, Mode};
 use crate::pg::backend;
 use crate::pg::bgworker::Worker;
-use settings::NodeSource;
 
 /// How soon the postmaster starts a launcher again after it stopped with a failure.
 const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
 
 const LAUNCHER: Worker = Worker { name: "randflake_pg keeper launcher", main: launcher::main };
-const KEEPER: Worker = Worker { name: "randflake_pg lease keeper", main: worker::main };
 
 /// Registers the launcher. Called from `_PG_init` while preloading, after the settings exist.
 /// It starts only once recovery has finished: a standby cannot write leases, and promotion is
 /// exactly when it must begin to.
 pub fn register() {
-    if settings::node_source() == NodeSource::Off {
+    if node_config::mode() == Mode::Off {
         return;
     }
     // pg_upgrade starts both servers in binary-upgrade mode while it rebuilds the catalogs and

@@ -16,39 +16,39 @@ use std::time::Duration;
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use pgrx::spi::quote_qualified_identifier;
-use randflake::keeper::{Board, Keeper, LeaseKey, NodeSource as Source, Outcome, StoreError, Withdrawal};
+use randflake::keeper::{Board, Keeper, LeaseKey, NodeSource, Outcome, StoreError, Withdrawal};
 use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
-use super::settings::{self, NodeSource};
 use super::{holder, runtime};
-use crate::keeper_state::KeeperState;
+use crate::keeper_report::KeeperState;
 use crate::lease_table::{EvidenceReader, SqlStore};
+use crate::node_config;
 use crate::pg::{backend, bgworker, clock};
-use crate::shmem::{keeper_report, lease_board};
+use crate::shmem::{keeper_board, lease_board};
 
 pub fn main() {
     bgworker::install_signal_handlers();
     // A keeper terminated a moment ago may still be finishing its last transaction: two must
     // never write leases at once. The launcher starts this one again shortly.
-    if !keeper_report::claim(backend::pid()) {
+    if !keeper_board::claim(backend::pid()) {
         return;
     }
     // After the transaction clean-up, so the place is free only once this keeper has stopped
     // writing.
     backend::at_exit(give_up_keeper_place);
-    BackgroundWorker::connect_worker_to_spi(Some(&settings::database()), settings::keeper_role().as_deref());
+    BackgroundWorker::connect_worker_to_spi(Some(&node_config::database()), node_config::keeper_role().as_deref());
     runtime::prepare();
     let mut keeper = KeeperWorker::new();
     loop {
         keeper.tick();
-        bgworker::idle(settings::tick());
+        bgworker::idle(node_config::tick());
     }
 }
 
 /// Frees the keeper's place. Its last reported state stays, so that the launcher can tell a
 /// keeper that ran from one that never got going.
 fn give_up_keeper_place() {
-    keeper_report::release(backend::pid());
+    keeper_board::release(backend::pid());
 }
 
 struct KeeperWorker {
@@ -60,24 +60,14 @@ struct KeeperWorker {
 
 impl KeeperWorker {
     fn new() -> Self {
-        let node_source = settings::node_source();
-        let (first, last) = settings::node_range();
         let identity = holder::identity();
-        let (schema, table_name) = settings::lease_table();
-        let source = match node_source {
-            NodeSource::Fleet => {
-                let size = settings::fleet_block_size();
-                let blocks = u64::from((last - first) / size.clamp(1, last - first + 1) + 1);
-                let preference = holder::fnv1a(identity.as_bytes()) % blocks;
-                Source::Fleet { pool_first: first, pool_last: last, block_size: size, preference }
-            }
-            _ => Source::Range { first, last },
-        };
+        let (schema, table_name) = node_config::lease_table();
+        let source = node_config::node_source(holder::fnv1a(identity.as_bytes()));
         let terms = Terms {
-            length: settings::lease_seconds(),
+            length: node_config::lease_seconds(),
             // A fleet member never resumes a lease after a restart (it takes a free block), so
             // it needs no high-water mark short of the lease's end.
-            high_water_lead: matches!(source, Source::Range { .. }).then_some(HIGH_WATER_LEAD),
+            high_water_lead: matches!(source, NodeSource::Range { .. }).then_some(HIGH_WATER_LEAD),
         };
         Self {
             machine: Keeper::new(source, terms),
@@ -86,7 +76,7 @@ impl KeeperWorker {
                 evidence: EvidenceReader::new(&schema),
                 schema,
                 table_name,
-                foreign_allowed: matches!(source, Source::Fleet { .. }),
+                foreign_allowed: matches!(source, NodeSource::Fleet { .. }),
                 holder: identity,
                 server_name: holder::server_name(),
             },
@@ -97,7 +87,7 @@ impl KeeperWorker {
     /// How long one tick's transaction may take: well inside the margin a renewal leaves (a
     /// third of the lease, and half the high-water lead), and never more than a few seconds.
     fn time_limit() -> Duration {
-        let lease_share = Duration::from_millis(settings::lease_seconds() * 1000 / 6);
+        let lease_share = Duration::from_millis(node_config::lease_seconds() * 1000 / 6);
         lease_share.clamp(Duration::from_secs(1), Duration::from_secs(4))
     }
 
@@ -112,21 +102,21 @@ impl KeeperWorker {
         if let Some((lease, withdrawal)) = tick.withdrawn {
             self.log_withdrawal(&lease, withdrawal);
         }
-        let (state, cause) = self.judge(tick.outcome, action);
-        match cause {
+        let verdict = self.judge(tick.outcome, action);
+        match verdict.failure {
             None => {
                 self.last_failure = None;
-                keeper_report::report(state, "");
+                keeper_board::report(verdict.state, "");
             }
-            Some((warning, cause)) => {
+            Some(Failure { warning, cause }) => {
                 if self.last_failure.as_ref() != Some(&warning) {
                     warning!("randflake_pg lease keeper: {warning}; retrying every second");
                     self.last_failure = Some(warning);
                 }
-                keeper_report::report(state, &cause);
+                keeper_board::report(verdict.state, &cause);
             }
         }
-        keeper_report::count_tick();
+        keeper_board::count_tick();
     }
 
     fn log_withdrawal(&self, lease: &Lease, withdrawal: Withdrawal) {
@@ -141,12 +131,11 @@ impl KeeperWorker {
         );
     }
 
-    /// The state a tick's outcome leaves the keeper in, and for a failure the warning to log
-    /// and the cause to report.
-    fn judge(&self, outcome: Outcome, action: &str) -> (KeeperState, Option<(String, String)>) {
+    /// What a tick's outcome leaves the keeper reporting.
+    fn judge(&self, outcome: Outcome, action: &str) -> Verdict {
         let table = &self.store.table;
         match outcome {
-            Outcome::Holding | Outcome::Renewed(_) => (KeeperState::Holding, None),
+            Outcome::Holding | Outcome::Renewed(_) => Verdict::fine(KeeperState::Holding),
             Outcome::Taken(lease) => {
                 log!(
                     "randflake_pg lease keeper: leased nodes {}..{} for seconds {}..{} as {} in {table}",
@@ -156,28 +145,56 @@ impl KeeperWorker {
                     lease.end,
                     self.store.holder,
                 );
-                (KeeperState::Holding, None)
+                Verdict::fine(KeeperState::Holding)
             }
-            Outcome::NoTable => (KeeperState::WaitingForLeaseTable, None),
-            Outcome::Refused(reason) => (
+            Outcome::NoTable => Verdict::fine(KeeperState::WaitingForLeaseTable),
+            Outcome::Refused(reason) => Verdict::failed(
                 KeeperState::RefusingLeaseTable,
-                Some((format!("refusing the lease table: {reason}; no SQL runs on it"), reason)),
+                format!("refusing the lease table: {reason}; no SQL runs on it"),
+                reason,
             ),
             Outcome::Unconfirmed => {
                 let cause = format!(
                     "the commit of its write to {table} was not known durable within {} s: the server holding the table did not show it durable (a synchronous standby that did not confirm it? its wait cancelled there?); nothing it wrote is used",
                     Self::time_limit().as_secs()
                 );
-                (KeeperState::Failing, Some((format!("could not {action} the lease: {cause}"), cause)))
+                Verdict::failed(KeeperState::Failing, format!("could not {action} the lease: {cause}"), cause)
             }
             Outcome::PastLastSecond => {
                 let cause = format!("no lease can start at or before {MAX_SECOND}, the last second an ID can carry");
-                (KeeperState::Failing, Some((cause.clone(), cause)))
+                Verdict::failed(KeeperState::Failing, cause.clone(), cause)
             }
-            Outcome::Failed(StoreError(failure)) => {
-                (KeeperState::Failing, Some((format!("could not {action} the lease in {table}: {failure}"), failure)))
-            }
+            Outcome::Failed(StoreError(failure)) => Verdict::failed(
+                KeeperState::Failing,
+                format!("could not {action} the lease in {table}: {failure}"),
+                failure,
+            ),
         }
+    }
+}
+
+/// What a tick leaves the keeper reporting.
+struct Verdict {
+    state: KeeperState,
+    /// What went wrong, if anything.
+    failure: Option<Failure>,
+}
+
+/// A tick's failure, in two forms.
+struct Failure {
+    /// Logged, once while the same failure lasts.
+    warning: String,
+    /// Reported in randflake_status() and in errors that name the keeper.
+    cause: String,
+}
+
+impl Verdict {
+    fn fine(state: KeeperState) -> Self {
+        Self { state, failure: None }
+    }
+
+    fn failed(state: KeeperState, warning: String, cause: String) -> Self {
+        Self { state, failure: Some(Failure { warning, cause }) }
     }
 }
 

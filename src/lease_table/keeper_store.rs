@@ -7,8 +7,10 @@ use std::time::Duration;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::spi::SpiError;
-use randflake::keeper::{CommitEvidence, LeaseKey, LeaseStore, Outcome, StoreError, StoredLease, TableCheck};
-use randflake::Lease;
+use randflake::keeper::{
+    CommitEvidence, LeaseKey, LeaseStore, LeasedBlock, Outcome, StoreError, StoredLease, TableCheck,
+};
+use randflake::{Lease, Renewal};
 
 use super::commit_evidence::{self, EvidenceReader};
 use super::vetting::{self, Verdict};
@@ -100,13 +102,7 @@ impl LeaseStore for SqlStore {
         })
     }
 
-    fn renew(
-        &mut self,
-        key: LeaseKey,
-        end: u64,
-        used_through: u64,
-        now: u64,
-    ) -> Result<Option<(u64, u64)>, StoreError> {
+    fn renew(&mut self, key: LeaseKey, renewal: Renewal, now: u64) -> Result<Option<Renewal>, StoreError> {
         // Stored values never move back, even past a renewal whose commit was uncertain.
         let query = format!(
             "UPDATE {} SET lease_end = greatest(lease_end, $4), used_through = greatest(used_through, $5),
@@ -118,14 +114,23 @@ impl LeaseStore for SqlStore {
         caught(|| {
             Spi::connect_mut(|client| {
                 let [first, start, holder] = self.args_of(key);
-                let args =
-                    [first, start, holder, (end as i64).into(), (used_through as i64).into(), (now as i64).into()];
+                let args = [
+                    first,
+                    start,
+                    holder,
+                    (renewal.end as i64).into(),
+                    (renewal.used_through as i64).into(),
+                    (now as i64).into(),
+                ];
                 let rows = client.update(&query, Some(1), &args)?;
                 if rows.is_empty() {
                     return Ok(None);
                 }
                 let row = rows.first();
-                Ok(row.get::<i64>(1)?.zip(row.get::<i64>(2)?).map(|(end, used)| (end as u64, used as u64)))
+                Ok(row
+                    .get::<i64>(1)?
+                    .zip(row.get::<i64>(2)?)
+                    .map(|(end, used)| Renewal { end: end as u64, used_through: used as u64 }))
             })
         })
     }
@@ -152,7 +157,7 @@ impl LeaseStore for SqlStore {
         })
     }
 
-    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError> {
+    fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<LeasedBlock>, StoreError> {
         let query = format!(
             "SELECT first_node, last_node, lease_end FROM {} WHERE first_node <= $2 AND last_node >= $1",
             self.table
@@ -165,7 +170,7 @@ impl LeaseStore for SqlStore {
                     if let (Some(first), Some(last), Some(end)) =
                         (row.get::<i32>(1)?, row.get::<i32>(2)?, row.get::<i64>(3)?)
                     {
-                        leases.push((first as u32, last as u32, end as u64));
+                        leases.push(LeasedBlock { first_node: first as u32, last_node: last as u32, end: end as u64 });
                     }
                 }
                 Ok(leases)

@@ -36,17 +36,25 @@ pub enum NotOwn {
 }
 
 impl Call {
+    /// Runs one CALL: `procedure` reads the arguments it takes from the call and makes its OUT
+    /// row, which goes back to PostgreSQL as the call's result.
+    ///
     /// # Safety
     ///
     /// `fcinfo` is what PostgreSQL's function manager passed to a C procedure (one declared with
-    /// `CREATE PROCEDURE ... LANGUAGE c`), and the `Call` is used only during that call.
-    pub unsafe fn new(fcinfo: pg_sys::FunctionCallInfo) -> Self {
-        Self { fcinfo }
+    /// `CREATE PROCEDURE ... LANGUAGE c`), for this call; the `Call` lives only during it.
+    pub unsafe fn run<const N: usize>(
+        fcinfo: pg_sys::FunctionCallInfo,
+        procedure: impl FnOnce(&Self) -> [Out; N],
+    ) -> pg_sys::Datum {
+        let call = Self { fcinfo };
+        let row = procedure(&call);
+        call.returning(&row)
     }
 
     /// Argument `index` as text; `None` if NULL.
     pub fn text(&self, index: usize) -> Option<String> {
-        // SAFETY: fcinfo is live for the call (see `new`), and the procedure's SQL declaration
+        // SAFETY: fcinfo is live for the call (see `run`), and the procedure's SQL declaration
         // gives argument `index` the type text.
         unsafe { pgrx::fcinfo::pg_getarg::<String>(self.fcinfo, index) }
     }
@@ -99,7 +107,7 @@ impl Call {
     }
 
     /// The procedure's result: its OUT parameters' row, in their declared order.
-    pub fn returning(self, values: &[Out]) -> pg_sys::Datum {
+    fn returning(self, values: &[Out]) -> pg_sys::Datum {
         let mut datums: Vec<pg_sys::Datum> = values
             .iter()
             .map(|value| match *value {

@@ -1,5 +1,7 @@
-//! The settings of what this server leases and how: where its nodes come from, which ones, and
-//! where and as whom the keeper keeps the lease. Every one needs a restart but the lease length.
+//! The server's node configuration: where its nodes come from, which ones, and where, as whom
+//! and for how long the keeper leases them. Generation, the status report, application leases
+//! and the lease table's guard read it as much as the keeper does. Every setting needs a restart
+//! but the lease length and the keeper's tick.
 //!
 //! Only superusers can set any of them: a role that could set the node range could make this
 //! server issue IDs that collide with another's.
@@ -9,12 +11,13 @@ use std::ffi::{CStr, CString};
 use std::time::Duration;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
+use randflake::keeper::NodeSource;
 use randflake::MAX_NODE;
 
 use crate::errors::Error;
 use crate::pg::guc::{self, Definition, IntHooks, Source, StringHooks};
 
-static NODE_SOURCE: GucSetting<NodeSource> = GucSetting::<NodeSource>::new(NodeSource::Range);
+static NODE_SOURCE: GucSetting<Mode> = GucSetting::<Mode>::new(Mode::Range);
 static NODE_ID_MIN: GucSetting<i32> = GucSetting::<i32>::new(0);
 static NODE_ID_MAX: GucSetting<i32> = GucSetting::<i32>::new(MAX_NODE as i32);
 static FLEET_LEASE_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -24,9 +27,10 @@ static KEEPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(600);
 static KEEPER_TICK: GucSetting<i32> = GucSetting::<i32>::new(1000);
 
-/// Where this server's node ids come from.
+/// The value of `randflake.node_source`: whether and how this server leases nodes. What the
+/// keeper leases, with its bounds, is the crate's [`NodeSource`] ([`node_source`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
-pub enum NodeSource {
+pub enum Mode {
     /// The DBA's `node_id_min..node_id_max`, leased in this server's own lease table.
     #[name = c"range"]
     Range,
@@ -38,7 +42,7 @@ pub enum NodeSource {
     Off,
 }
 
-impl NodeSource {
+impl Mode {
     /// The value as written in postgresql.conf.
     pub fn name(self) -> &'static str {
         guc::enum_name(self)
@@ -148,7 +152,7 @@ fn define_lease_settings() {
 
 /// What the settings cannot check one by one; after they are all read at start-up.
 pub fn check_at_startup() -> Result<(), Error> {
-    if node_source() == NodeSource::Fleet && fleet_lease_table().is_none() {
+    if mode() == Mode::Fleet && fleet_lease_table().is_none() {
         return Err(Error::FleetWithoutLeaseTable {});
     }
     Ok(())
@@ -161,21 +165,38 @@ pub fn describe() -> String {
         Some(role) => format!("{}\" by role \"{role}", database()),
         None => database(),
     };
-    let source = node_source();
-    let name = source.name();
-    match source {
-        NodeSource::Range => format!("node source {name}, nodes {first}..{last}, leased in database \"{database}\""),
-        NodeSource::Fleet => format!(
+    let mode = mode();
+    let name = mode.name();
+    match mode {
+        Mode::Range => format!("node source {name}, nodes {first}..{last}, leased in database \"{database}\""),
+        Mode::Fleet => format!(
             "node source {name}, blocks of {} nodes from pool {first}..{last}, leased through {} in database \"{database}\"",
             fleet_block_size(),
             fleet_lease_table().map(|(schema, table)| format!("{schema}.{table}")).unwrap_or_default()
         ),
-        NodeSource::Off => format!("node source {name}: this server issues no IDs"),
+        Mode::Off => format!("node source {name}: this server issues no IDs"),
     }
 }
 
-pub fn node_source() -> NodeSource {
+/// The value of `randflake.node_source`.
+pub fn mode() -> Mode {
     NODE_SOURCE.get()
+}
+
+/// Where the keeper leases this server's nodes from. `fleet_preference` spreads fleet members
+/// that start together over the pool's blocks (any number: the keeper takes it modulo the
+/// blocks). With `randflake.node_source = off` no keeper runs; that reads as the range.
+pub fn node_source(fleet_preference: u64) -> NodeSource {
+    let (first, last) = node_range();
+    match mode() {
+        Mode::Fleet => NodeSource::Fleet {
+            pool_first: first,
+            pool_last: last,
+            block_size: fleet_block_size(),
+            preference: fleet_preference,
+        },
+        Mode::Range | Mode::Off => NodeSource::Range { first, last },
+    }
 }
 
 /// The configured node range, `first..=last`; the check hooks keep `first <= last`.
@@ -184,7 +205,7 @@ pub fn node_range() -> (u32, u32) {
 }
 
 /// The fleet lease table as `(schema, table)`; the check hook accepts nothing else.
-pub fn fleet_lease_table() -> Option<(String, String)> {
+fn fleet_lease_table() -> Option<(String, String)> {
     let name = FLEET_LEASE_TABLE.get()?;
     let (schema, table) = name.to_str().ok()?.split_once('.')?;
     Some((schema.to_owned(), table.to_owned()))
@@ -193,13 +214,13 @@ pub fn fleet_lease_table() -> Option<(String, String)> {
 /// The table leases are kept in: this server's own `randflake.node_leases`, or in fleet mode
 /// the fleet's table (normally a foreign table), as `(schema, table)`.
 pub fn lease_table() -> (String, String) {
-    match (node_source(), fleet_lease_table()) {
-        (NodeSource::Fleet, Some(name)) => name,
+    match (mode(), fleet_lease_table()) {
+        (Mode::Fleet, Some(name)) => name,
         _ => ("randflake".to_owned(), "node_leases".to_owned()),
     }
 }
 
-pub fn fleet_block_size() -> u32 {
+fn fleet_block_size() -> u32 {
     FLEET_BLOCK_SIZE.get() as u32
 }
 

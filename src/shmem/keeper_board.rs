@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use randflake::shared::seqlock::SeqLock;
 
-use crate::keeper_state::{KeeperReport, KeeperState};
+use crate::keeper_report::{KeeperReport, KeeperState};
 use crate::pg::shmem::Shared;
 
 /// Room for the cause; a longer one is cut at a character boundary.

@@ -1,6 +1,7 @@
-//! What the lease keeper is doing, in the words randflake_status() and errors use: the one
-//! vocabulary shared by the keeper (which reports it), shared memory (which carries it between
-//! processes) and the errors that name it. A leaf: it depends on nothing in the extension.
+//! The keeper's report: what the lease keeper is doing and why, in the words randflake_status()
+//! and errors use: the one vocabulary shared by the keeper (which reports it), shared memory
+//! (`shmem::keeper_board`, which carries it between processes) and the errors that name it. A
+//! leaf: it depends on nothing in the extension.
 #![forbid(unsafe_code)]
 
 /// What the lease keeper is doing; shown by randflake_status() and in errors, with its cause.
