@@ -232,6 +232,18 @@ fn randflake_key_from_id(id: i64) -> i64 {
     secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
 }
 
+/// The casts into `randflake_key` from `integer` and `smallint`: a public ID small enough for
+/// them (one in 2^32 is), decrypted as from `bigint`.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_from_int4(id: i32) -> i64 {
+    randflake_key_from_id(id.into())
+}
+
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_from_int2(id: i16) -> i64 {
+    randflake_key_from_id(id.into())
+}
+
 /// The ID a `randflake_key` holds, encrypted: the cast out of `randflake_key`, and what its
 /// text and binary forms show.
 #[pg_extern(stable, strict, parallel_safe, sql = false)]
