@@ -14,6 +14,7 @@ use crate::errors::Error;
 use crate::generation::Output;
 use crate::keeper::settings::NodeSource;
 use crate::lease_table::TableUse;
+use crate::pg;
 use crate::pg::fast_call::{self, FastCall};
 use crate::pg::procedure::{Call, Out};
 use crate::shmem::node_table;
@@ -381,29 +382,12 @@ pub unsafe extern "C-unwind" fn randflake_key_send_wrapper(fcinfo: pg_sys::Funct
     unsafe { fast_call::bytea_result(&bytes) }
 }
 
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_key_in_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
-}
-
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_key_out_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
-}
-
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_key_recv_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
-}
-
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_key_send_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
-}
+pg::version_1!(
+    pg_finfo_randflake_key_in_wrapper,
+    pg_finfo_randflake_key_out_wrapper,
+    pg_finfo_randflake_key_recv_wrapper,
+    pg_finfo_randflake_key_send_wrapper
+);
 
 // The comparison functions of `randflake_key` are C entry points of `pg::key_order`, beside its
 // sort support: nothing in them can fail.

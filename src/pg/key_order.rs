@@ -33,18 +33,6 @@ fn raw(datum: pg_sys::Datum) -> u64 {
     datum.value() as u64
 }
 
-/// Tells PostgreSQL that each function named uses the version-1 calling convention.
-macro_rules! version_1 {
-    ($($finfo:ident),+) => {$(
-        #[allow(unsafe_code)]
-        #[no_mangle]
-        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
-            const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-            &VERSION_1
-        }
-    )+};
-}
-
 /// How the two `randflake_key` arguments of a comparison function compare.
 ///
 /// # Safety
@@ -83,7 +71,7 @@ comparison_functions! {
     randflake_key_ge_wrapper => Ordering::is_ge;
 }
 
-version_1!(
+super::version_1!(
     pg_finfo_randflake_key_cmp_wrapper,
     pg_finfo_randflake_key_lt_wrapper,
     pg_finfo_randflake_key_le_wrapper,

@@ -22,3 +22,16 @@ pub mod timeout;
 pub mod transaction;
 mod unguarded;
 pub mod utility_hook;
+
+/// Tells PostgreSQL that each function named uses the version-1 calling convention.
+macro_rules! version_1 {
+    ($($finfo:ident),+) => {$(
+        #[allow(unsafe_code)]
+        #[no_mangle]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            const VERSION_1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &VERSION_1
+        }
+    )+};
+}
+pub(crate) use version_1;
