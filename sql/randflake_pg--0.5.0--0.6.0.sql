@@ -540,4 +540,31 @@ COMMENT ON FUNCTION @extschema@.randflake_status() IS
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
 
+-- h21-edge: integer literals and parameters on a randflake_key column (issue 29).
+-- A public ID is spread over all 64 bits, so about one in 2^32 fits in an integer and one in
+-- 2^48 in a smallint: `WHERE id = 5` is a lookup of such an ID, and drivers that type an integer
+-- parameter by its value (psycopg 3 sends a small one as smallint or integer) send those IDs so.
+-- Without these casts the comparison would fail as "operator does not exist" for those few IDs
+-- only. Implicit, as bigint's: an integer compared with a key is a public ID, decrypted once,
+-- and the comparison uses the index. Cross-type operators could not: the integer's order is
+-- not the key's.
+CREATE FUNCTION @extschema@.randflake_key(integer) RETURNS @extschema@.randflake_key
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_from_int4_wrapper';
+CREATE FUNCTION @extschema@.randflake_key(smallint) RETURNS @extschema@.randflake_key
+STABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'randflake_key_from_int2_wrapper';
+COMMENT ON FUNCTION @extschema@.randflake_key(integer) IS
+'The randflake_key of a Randflake ID that fits in an integer (decrypted): the cast from integer.';
+COMMENT ON FUNCTION @extschema@.randflake_key(smallint) IS
+'The randflake_key of a Randflake ID that fits in a smallint (decrypted): the cast from smallint.';
+CREATE CAST (integer AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(integer) AS IMPLICIT;
+CREATE CAST (smallint AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(smallint) AS IMPLICIT;
+COMMENT ON CAST (integer AS @extschema@.randflake_key) IS
+'Decrypts, as the cast from bigint does; implicit, so that id = 5, or an integer parameter, compares with a randflake_key column through its index.';
+COMMENT ON CAST (smallint AS @extschema@.randflake_key) IS
+'Decrypts, as the cast from bigint does; implicit, so that a smallint parameter compares with a randflake_key column through its index.';
+
 SELECT randflake.revoke_default_privileges();

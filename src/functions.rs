@@ -14,7 +14,8 @@ use crate::errors::Error;
 use crate::generation::Output;
 use crate::lease_table::TableUse;
 use crate::node_config::{self, Mode};
-use crate::pg::message;
+use crate::pg;
+use crate::pg::fast_call::{self, FastCall};
 use crate::pg::procedure::{Call, Out};
 use crate::{app_leases, generation, lease_table, secret, status};
 
@@ -230,6 +231,18 @@ fn randflake_key_from_id(id: i64) -> i64 {
     secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
 }
 
+/// The casts into `randflake_key` from `integer` and `smallint`: a public ID small enough for
+/// them (one in 2^32 is), decrypted as from `bigint`.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_from_int4(id: i32) -> i64 {
+    randflake_key_from_id(id.into())
+}
+
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_from_int2(id: i16) -> i64 {
+    randflake_key_from_id(id.into())
+}
+
 /// The ID a `randflake_key` holds, encrypted: the cast out of `randflake_key`, and what its
 /// text and binary forms show.
 #[pg_extern(stable, strict, parallel_safe, sql = false)]
@@ -237,58 +250,145 @@ fn randflake_key_to_id(key: i64) -> i64 {
     secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
 }
 
-/// Input of `randflake_key`: the canonical string of the ID, decrypted.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_in(input: &CStr) -> i64 {
-    randflake_key_from_id(randflake_id_in(input))
+// The input and output functions of `randflake_key` are written by hand, as randflake_next() is:
+// `COPY ... TO` calls the output function once per key, and through pgrx's wrapper (its guard,
+// the argument and result boxing, a String and a CString copied into a palloc'd one) printing a
+// key cost 2.2x printing the same ID as a bigint (bench/bench.py's key_edge step). Each tries
+// its work outside pgrx's guard, where nothing can fail but a missing secret or bad input; on
+// either, it calls a guarded function that raises the error. A panic is caught on the way.
+// Nothing in their frames needs dropping, for a guarded function's error (or palloc's) leaves
+// them by PostgreSQL's longjmp.
+
+/// `f`'s result, or `None` if it has none or panics: run outside pgrx's guard, so that the
+/// caller raises the error through its guarded path instead.
+fn unguarded<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok().flatten()
 }
 
-/// Output of `randflake_key`: the canonical string of the ID, as randflake_to_string() writes it.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_out(key: i64) -> CString {
-    randflake_id_out(randflake_key_to_id(key))
+/// The public ID of a key, encrypted outside pgrx's guard, or the error of a missing secret.
+#[allow(unsafe_code)]
+fn public_id_of(key: i64) -> i64 {
+    unguarded(|| secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).ok()).unwrap_or_else(|| {
+        // SAFETY: called from the entry points below, outside any guard, with nothing to drop.
+        unsafe { public_id_guarded(key) }
+    })
+}
+
+/// The key of a public ID, decrypted outside pgrx's guard, or the error of a missing secret.
+#[allow(unsafe_code)]
+fn key_of(id: i64) -> i64 {
+    unguarded(|| secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).ok()).unwrap_or_else(|| {
+        // SAFETY: as in `public_id_of`.
+        unsafe { key_of_guarded(id) }
+    })
+}
+
+#[allow(unsafe_code)]
+#[pg_guard]
+unsafe extern "C-unwind" fn public_id_guarded(key: i64) -> i64 {
+    randflake_key_to_id(key)
+}
+
+#[allow(unsafe_code)]
+#[pg_guard]
+unsafe extern "C-unwind" fn key_of_guarded(id: i64) -> i64 {
+    randflake_key_from_id(id)
+}
+
+/// Input of `randflake_key`: the canonical string of the ID, decrypted.
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the type's input function.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn randflake_key_in_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let call = unsafe { FastCall::new(fcinfo) };
+    let input = call.cstring(0);
+    let id = unguarded(|| codec::decode(input.to_str().ok()?).ok()).unwrap_or_else(|| {
+        // SAFETY: as in `public_id_of`.
+        unsafe { id_in_guarded(input.as_ptr()) }
+    });
+    pg_sys::Datum::from(key_of(id))
+}
+
+/// Raises the error of an input that is not an ID's canonical string, naming what is wrong.
+///
+/// # Safety
+///
+/// `input` is a NUL-terminated string.
+#[allow(unsafe_code)]
+#[pg_guard]
+unsafe extern "C-unwind" fn id_in_guarded(input: *const std::ffi::c_char) -> i64 {
+    // SAFETY: as the function's contract says.
+    randflake_id_in(unsafe { CStr::from_ptr(input) })
+}
+
+/// Output of `randflake_key`: the canonical string of the ID, as randflake_to_string() writes it,
+/// written into the one palloc'd buffer returned.
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the type's output function.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn randflake_key_out_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let key = unsafe { FastCall::new(fcinfo) }.int8(0);
+    let string = codec::encode(public_id_of(key));
+    // SAFETY: nothing in this frame needs dropping.
+    unsafe { fast_call::cstring_result(string.as_str()) }
 }
 
 /// Binary input of `randflake_key`: the ID as bigint's eight bytes, decrypted.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_recv(buffer: pgrx::Internal) -> i64 {
-    let unread = message::take_unread(buffer);
-    let bytes: [u8; 8] =
-        unread.as_slice().try_into().unwrap_or_else(|_| Error::InvalidKeyBinary { length: unread.len() }.raise());
-    randflake_key_from_id(i64::from_be_bytes(bytes))
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the type's receive function.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn randflake_key_recv_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let call = unsafe { FastCall::new(fcinfo) };
+    let id = match call.message::<8>(0) {
+        Ok(bytes) => i64::from_be_bytes(bytes),
+        // SAFETY: as in `public_id_of`.
+        Err(length) => unsafe { invalid_binary_guarded(length) },
+    };
+    pg_sys::Datum::from(key_of(id))
+}
+
+#[allow(unsafe_code)]
+#[pg_guard]
+unsafe extern "C-unwind" fn invalid_binary_guarded(length: usize) -> i64 {
+    Error::InvalidKeyBinary { length }.raise()
 }
 
 /// Binary output of `randflake_key`: the ID as bigint's eight bytes.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_send(key: i64) -> Vec<u8> {
-    randflake_key_to_id(key).to_be_bytes().to_vec()
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the type's send function.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn randflake_key_send_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let key = unsafe { FastCall::new(fcinfo) }.int8(0);
+    let bytes = public_id_of(key).to_be_bytes();
+    // SAFETY: nothing in this frame needs dropping.
+    unsafe { fast_call::bytea_result(&bytes) }
 }
 
-/// The btree order of `randflake_key` (`randflake::ordered`): by second, then sequence, then node.
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_cmp(a: i64, b: i64) -> i32 {
-    ordered::compare(a as u64, b as u64) as i32
-}
+pg::version_1!(
+    pg_finfo_randflake_key_in_wrapper,
+    pg_finfo_randflake_key_out_wrapper,
+    pg_finfo_randflake_key_recv_wrapper,
+    pg_finfo_randflake_key_send_wrapper
+);
 
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_lt(a: i64, b: i64) -> bool {
-    ordered::compare(a as u64, b as u64).is_lt()
-}
-
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_le(a: i64, b: i64) -> bool {
-    ordered::compare(a as u64, b as u64).is_le()
-}
-
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_gt(a: i64, b: i64) -> bool {
-    ordered::compare(a as u64, b as u64).is_gt()
-}
-
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_ge(a: i64, b: i64) -> bool {
-    ordered::compare(a as u64, b as u64).is_ge()
-}
+// The comparison functions of `randflake_key` are C entry points of `pg::key_order`, beside its
+// sort support: nothing in them can fail.
 
 /// The lowest `randflake_key` of the second `at` falls in: `id >= randflake_key_lowest(t1) AND
 /// id < randflake_key_lowest(t2)` selects the keys made from t1's second up to t2's, by an

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
+from psycopg.types.numeric import Int2, Int4, Int8
 
 from conftest import pg_config, sql_error, wait_for, write_server_file
 from dba_guide import block, run_sql
@@ -105,6 +106,32 @@ def test_binary_input_of_the_wrong_length_is_refused(shared_cluster):
             assert "bigint" in caught.value.diag.message_hint
 
 
+def test_bad_input_is_refused_on_every_path_into_the_type(shared_cluster):
+    """The same errors whichever way a bad value comes in: a text parameter, an array element,
+    COPY in text and in binary format (a field of four bytes), a composite's field."""
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE TABLE refused (id randflake_key)")
+        for statement, parameters in (("SELECT %b::randflake_key", ("0a",)),
+                                      ("SELECT '{3vgoe12ccb8gh,g000000000000}'::randflake_key[]", ()),
+                                      ("SELECT ROW('ABC')::refused", ())):
+            with pytest.raises(psycopg.Error) as caught:
+                conn.execute(statement, parameters)
+            assert caught.value.sqlstate == "22P02", (statement, caught.value)
+            assert "base32hex" in caught.value.diag.message_hint, statement
+        with pytest.raises(psycopg.Error) as caught, conn.cursor() as cursor:
+            with cursor.copy("COPY refused FROM STDIN") as copy:
+                copy.write(b"3vgoe12ccb8gh\nvvvvvvvvvvvvvv\n")
+        assert caught.value.sqlstate == "22P02" and "base32hex" in caught.value.diag.message_hint, caught.value
+        header = b"PGCOPY\n\xff\r\n\0" + struct.pack(">ii", 0, 0)
+        row = struct.pack(">hi", 1, 4) + b"1234"
+        with pytest.raises(psycopg.Error) as caught, conn.cursor() as cursor:
+            with cursor.copy("COPY refused FROM STDIN (FORMAT binary)") as copy:
+                copy.write(header + row + struct.pack(">h", -1))
+        assert caught.value.sqlstate == "22P03", caught.value
+        assert "4 bytes instead of 8" in caught.value.diag.message_primary and "bigint" in caught.value.diag.message_hint
+        assert conn.execute("SELECT count(*) FROM refused").fetchone() == (0,)
+
+
 def test_equality_with_text_bigint_and_string_parameters_uses_the_index(shared_cluster):
     with shared_cluster.connect() as conn:
         keyed_table(conn, "lookups", 2000)
@@ -118,6 +145,37 @@ def test_equality_with_text_bigint_and_string_parameters_uses_the_index(shared_c
             plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN EXECUTE {name}({value})"))
             assert "Scan using lookups_pkey" in plan, plan
             assert "$1" in plan, plan  # the generic plan: the parameter is not folded into a constant
+
+
+def test_integer_ids_of_every_width_find_their_row_through_the_index(shared_cluster):
+    """A public ID small enough for a smallint or an integer (one in 2^32 fits in an integer) is
+    still an ID: a literal, or a parameter a driver types by its value as psycopg 3 does, finds
+    its row through the index whatever its width, in text and binary format."""
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "widths", 2000)
+        small = {5: "five", -30000: "smallint", 2_000_000_000: "integer", 2**40: "bigint"}
+        for public, note in small.items():
+            conn.execute("INSERT INTO widths (id, note) VALUES (%s::bigint, %s)", (public, note))
+        conn.execute("ANALYZE widths")
+        text = conn.execute("SELECT id::text FROM widths WHERE note = 'five'").fetchone()[0]
+        assert conn.execute("SELECT note FROM widths WHERE id = 5").fetchone() == ("five",)
+        assert conn.execute("SELECT note FROM widths WHERE id IN (5, -30000) ORDER BY id::bigint"
+                            ).fetchall() == [("smallint",), ("five",)]
+        parameters = [(Int2(5), "five"), (Int4(5), "five"), (Int8(5), "five"), (5, "five"),
+                      (-30000, "smallint"), (2_000_000_000, "integer"), (2**40, "bigint"), (text, "five")]
+        for parameter, note in parameters:
+            for placeholder in ("%t", "%b"):  # str: unknown in text format, text in binary
+                query = f"SELECT note FROM widths WHERE id = {placeholder}"
+                assert conn.execute(query, (parameter,)).fetchall() == [(note,)], (parameter, placeholder)
+                plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}", (parameter,)))
+                assert "Index Scan using widths_pkey" in plan, (parameter, placeholder, plan)
+        # A server-side prepared statement, planned once for any value.
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        for parameter_type, value in (("smallint", "5"), ("integer", "5")):
+            conn.execute(f"PREPARE by_{parameter_type}({parameter_type}) AS SELECT note FROM widths WHERE id = $1")
+            assert conn.execute(f"EXECUTE by_{parameter_type}({value})").fetchall() == [("five",)]
+            plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN EXECUTE by_{parameter_type}({value})"))
+            assert "Index Scan using widths_pkey" in plan and "$1" in plan, plan
 
 
 def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
@@ -349,7 +407,7 @@ def test_without_a_secret_input_and_output_fail_cleanly(cluster):
     cluster.start()
     with cluster.connect() as conn:
         for statement in ("SELECT id FROM kept", "SELECT '1'::randflake_key", "SELECT id::bigint FROM kept",
-                          "SELECT 5::bigint::randflake_key"):
+                          "SELECT 5::bigint::randflake_key", "SELECT count(*) FROM kept WHERE id = 5"):
             error = sql_error(conn, statement)
             assert error.sqlstate == "55000", (statement, error)
             assert "randflake.secret_file" in error.diag.message_hint
@@ -360,6 +418,10 @@ def test_without_a_secret_input_and_output_fail_cleanly(cluster):
             with pytest.raises(psycopg.Error) as caught:
                 cursor.execute("SELECT id FROM kept")
             assert caught.value.sqlstate == "55000"
+        binary_key_dumper(conn)
+        with pytest.raises(psycopg.Error) as caught:
+            conn.execute("SELECT %s::randflake_key", (WireKey(struct.pack(">q", expected[0])),))
+        assert caught.value.sqlstate == "55000"
         # What needs no secret still works: ordering and counting the plain values.
         assert conn.execute("SELECT count(*) FROM kept a JOIN kept b ON a.id < b.id").fetchone() == (10,)
     cluster.configure("randflake.secret_file = 'randflake.key'")

@@ -33,6 +33,25 @@ KEYS = "SELECT id::text, id::bigint, n FROM keyed ORDER BY keyed.id"
 SETTINGS = ("randflake.node_id_min = 10", "randflake.node_id_max = 209", "randflake.lease_seconds = 10")
 
 
+def assert_key_index_intact(conn, old_keys) -> None:
+    """The upgraded randflake_key index, which pg_upgrade carries over file by file, read through
+    the index itself: its order is the old order, lookups by a string and by a bigint find their
+    rows, and amcheck (where the installation has it) finds every heap row in it, in order."""
+    conn.execute("SET enable_seqscan = off")
+    conn.execute("SET enable_bitmapscan = off")
+    plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {KEYS}"))
+    assert "Index Scan using keyed_pkey" in plan and "Sort" not in plan, plan
+    assert conn.execute(KEYS).fetchall() == old_keys
+    for text, public, n in old_keys[::997]:
+        assert conn.execute("SELECT n FROM keyed WHERE id = %s", (text,)).fetchone() == (n,)
+        assert conn.execute("SELECT n FROM keyed WHERE id = %s", (public,)).fetchone() == (n,)
+    conn.execute("RESET enable_seqscan")
+    conn.execute("RESET enable_bitmapscan")
+    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'amcheck'").fetchone():
+        conn.execute("CREATE EXTENSION amcheck")
+        conn.execute("SELECT bt_index_parent_check('keyed_pkey', heapallindexed => true)")
+
+
 def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     old_bindir = pg_config("--bindir", OLD_PG_CONFIG)
     new_bindir = pg_config("--bindir")
@@ -48,7 +67,7 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
         old_decoded = decoded_ids(conn, old_ids)
         old_holder, old_lease_end = conn.execute("SELECT holder, lease_end FROM randflake.node_leases").fetchone()
         conn.execute("CREATE TABLE keyed (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), n int NOT NULL)")
-        conn.execute("INSERT INTO keyed (n) SELECT g FROM generate_series(1, 1000) g")
+        conn.execute("INSERT INTO keyed (n) SELECT g FROM generate_series(1, 20000) g")
         old_keys = conn.execute(KEYS).fetchall()
     old.stop()
 
@@ -83,6 +102,7 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
     with new.connect() as conn:
         assert decoded_ids(conn, old_ids) == old_decoded
         assert conn.execute(KEYS).fetchall() == old_keys
+        assert_key_index_intact(conn, old_keys)
         wait_for(lambda: status(conn)["state"] == "active", 40, "the upgraded server's own lease")
         # Its own lease, after the old one; the old row, wholly before it, goes once the new
         # lease is renewed (a row is pruned only by a renewal of a later lease of its block).
@@ -95,9 +115,9 @@ def test_pg_upgrade_keeps_every_id_and_reuses_no_second(make_cluster):
         new_ids = [row[0] for row in conn.execute("SELECT id FROM orders WHERE n > 50000 ORDER BY n")]
         new_decoded = decoded_ids(conn, new_ids)
         assert conn.execute("SELECT count(DISTINCT id) FROM orders").fetchone()[0] == 100000
-        conn.execute("INSERT INTO keyed (n) SELECT 1000 + g FROM generate_series(1, 1000) g")
+        conn.execute("INSERT INTO keyed (n) SELECT 20000 + g FROM generate_series(1, 1000) g")
         by_key = [row[0] for row in conn.execute("SELECT n FROM keyed ORDER BY id")]
-        assert by_key[:1000] == [n for _, _, n in old_keys] and min(by_key[1000:]) > 1000
+        assert by_key[:20000] == [n for _, _, n in old_keys] and min(by_key[20000:]) > 20000
     old_seconds = {(second, node) for second, node, _ in old_decoded}
     assert not old_seconds & {(second, node) for second, node, _ in new_decoded}
     assert min(second for second, _, _ in new_decoded) > old_lease_end

@@ -1,6 +1,11 @@
-//! The btree sort support of `randflake_key`, a C entry point of its own: without it, every
-//! comparison of a sort (CREATE INDEX, ORDER BY, merge joins) would call the btree comparison
-//! function through the function manager and pgrx's wrapper.
+//! The order of `randflake_key` as C entry points of their own: its comparison functions (the
+//! btree support function and the functions of its operators), and its btree sort support.
+//!
+//! The comparison functions are called for every step of an index search (a lookup by key
+//! compares it with tens of index entries) and for every key an index scan or a merge join
+//! tests; written by hand, since nothing in them can fail, they skip pgrx's wrapper and guard.
+//! Without the sort support, every comparison of a sort (CREATE INDEX, ORDER BY, merge joins)
+//! would call the btree comparison function through the function manager.
 //!
 //! The order itself is the pure crate's ([`ordered::sort_key`]): a bijection of the stored raw
 //! value onto an unsigned integer that sorts as the key does. Sorts that abbreviate (the first
@@ -9,6 +14,7 @@
 //! have a specialised quicksort, as for `bigint`. The abbreviation loses nothing, so the full
 //! comparison is needed only for equal keys, and abbreviation is never abandoned.
 
+use core::cmp::Ordering;
 use core::ffi::c_int;
 
 use pgrx::pg_sys;
@@ -26,6 +32,53 @@ unsafe extern "C-unwind" {
 fn raw(datum: pg_sys::Datum) -> u64 {
     datum.value() as u64
 }
+
+/// How the two `randflake_key` arguments of a comparison function compare.
+///
+/// # Safety
+///
+/// `fcinfo` is what PostgreSQL's function manager passed to a STRICT function of two
+/// `randflake_key` arguments.
+unsafe fn arguments_compared(fcinfo: pg_sys::FunctionCallInfo) -> Ordering {
+    // SAFETY: the function has two non-null arguments (see above), Datums of keys by value.
+    let arguments = unsafe { (*fcinfo).args.as_slice(2) };
+    ordered::compare(raw(arguments[0].value), raw(arguments[1].value))
+}
+
+/// The comparison functions: `randflake_key_cmp` (-1, 0 or 1, btree's `FUNCTION 1`) and the
+/// functions of the operators `<`, `<=`, `>` and `>=`, under the names SQL declares them by.
+macro_rules! comparison_functions {
+    ($($name:ident => $result:expr;)+) => {$(
+        /// # Safety
+        ///
+        /// Called only by PostgreSQL's function manager, as the C function of that name, whose
+        /// SQL declaration (STRICT, two `randflake_key` arguments) is in the 0.6.0 script.
+        #[allow(unsafe_code)]
+        #[no_mangle]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+            // SAFETY: as the function's own contract says.
+            let order = unsafe { arguments_compared(fcinfo) };
+            pg_sys::Datum::from($result(order))
+        }
+    )+};
+}
+
+comparison_functions! {
+    randflake_key_cmp_wrapper => |order: Ordering| order as i32;
+    randflake_key_lt_wrapper => Ordering::is_lt;
+    randflake_key_le_wrapper => Ordering::is_le;
+    randflake_key_gt_wrapper => Ordering::is_gt;
+    randflake_key_ge_wrapper => Ordering::is_ge;
+}
+
+super::version_1!(
+    pg_finfo_randflake_key_cmp_wrapper,
+    pg_finfo_randflake_key_lt_wrapper,
+    pg_finfo_randflake_key_le_wrapper,
+    pg_finfo_randflake_key_gt_wrapper,
+    pg_finfo_randflake_key_ge_wrapper,
+    pg_finfo_randflake_key_sortsupport
+);
 
 /// The full comparison: as `randflake_key_cmp()`.
 unsafe extern "C-unwind" fn compare_keys(a: pg_sys::Datum, b: pg_sys::Datum, _ssup: pg_sys::SortSupport) -> c_int {
@@ -66,12 +119,4 @@ pub unsafe extern "C-unwind" fn randflake_key_sortsupport(fcinfo: pg_sys::Functi
         ssup.comparator = Some(compare_keys);
     }
     pg_sys::Datum::from(0)
-}
-
-/// Tells PostgreSQL that `randflake_key_sortsupport` uses the version-1 calling convention.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_key_sortsupport() -> &'static pg_sys::Pg_finfo_record {
-    const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &VERSION_1
 }
