@@ -266,7 +266,7 @@ CREATE TABLE randflake.settings (
 CREATE UNIQUE INDEX settings_have_one_row ON randflake.settings ((true));
 REVOKE ALL ON TABLE randflake.settings FROM PUBLIC;
 COMMENT ON TABLE randflake.settings IS
-'This database''s node range and application pool: the edition''s postgresql.conf. Set through randflake.configure(), which creates each node''s record.';
+'This database''s node range and application pool: the edition''s postgresql.conf. Set only through randflake.configure(), which creates each node''s record and redefines randflake.node_id_min() and node_id_max(), the constants randflake_next() checks nodes against.';
 COMMENT ON COLUMN randflake.settings.node_id_min IS 'Lowest node this database''s sessions claim (randflake.node_id_min of the native extension).';
 COMMENT ON COLUMN randflake.settings.node_id_max IS 'Highest node this database''s sessions claim; at most 4096 nodes, more than max_connections.';
 COMMENT ON COLUMN randflake.settings.app_node_id_min IS 'Lowest node randflake_lease_acquire() leases to applications; NULL: no pool.';
