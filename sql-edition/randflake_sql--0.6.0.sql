@@ -42,6 +42,32 @@ REVOKE ALL ON FUNCTION randflake.epoch_second(), randflake.last_second(), randfl
 
 ----------------------------------------------------------------------------------------------------
 -- SPARX-64/128 (randflake/src/sparx.rs): four 16-bit words, 8 steps of 3 ARX rounds per branch.
+--
+-- The cipher keeps the four 16-bit words a, b, c, d of a block two to a bigint, x = a:c and
+-- y = b:d (bits 32..47 and 0..15, the bits between them zero), so that each operation works on
+-- both branches at once: 281470681808895 masks the two lanes, a carry or a rotation's spill
+-- lands between or above them, and a lane's subtraction borrows from the 2^16 added above it.
+-- A raw ID is written little-endian into 8 bytes, which the cipher reads as four big-endian
+-- words; the result is read back the same way.
+
+CREATE FUNCTION randflake.sparx_words_ac(block bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ((block & 255) << 40) | ((block & 65280) << 24) | ((block >> 24) & 65280) | ((block >> 40) & 255);
+COMMENT ON FUNCTION randflake.sparx_words_ac(bigint) IS
+'Words a and c of a 64-bit SPARX block (a raw ID as a bigint, its little-endian bytes read as four big-endian words), at bits 32..47 and 0..15.';
+
+CREATE FUNCTION randflake.sparx_words_bd(block bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ((block & 16711680) << 24) | ((block & 4278190080) << 8) | ((block >> 40) & 65280) | ((block >> 56) & 255);
+COMMENT ON FUNCTION randflake.sparx_words_bd(bigint) IS
+'Words b and d of a 64-bit SPARX block, at bits 32..47 and 0..15: see randflake.sparx_words_ac().';
+
+CREATE FUNCTION randflake.sparx_block(ac bigint, bd bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ((ac >> 40) & 255) | ((ac >> 24) & 65280) | ((bd >> 24) & 16711680) | ((bd >> 8) & 4278190080)
+       | ((ac & 65280) << 24) | ((ac & 255) << 40) | ((bd & 65280) << 40) | (bd << 56);
+COMMENT ON FUNCTION randflake.sparx_block(bigint, bigint) IS
+'The 64-bit block (a raw ID as a bigint) of words a:c and b:d: the inverse of randflake.sparx_words_ac() and sparx_words_bd().';
 
 CREATE FUNCTION randflake.sparx_expand_key(secret_hex text) RETURNS bigint[]
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
@@ -54,6 +80,8 @@ DECLARE
     l integer;
     r integer;
     o integer;
+    left_keys bigint;
+    right_keys bigint;
 BEGIN
     FOR word IN 1..8 LOOP
         s[word] := (pg_catalog.get_byte(key, 2 * word - 2) << 8) | pg_catalog.get_byte(key, 2 * word - 1);
@@ -70,59 +98,55 @@ BEGIN
         s[8] := (s[8] + counter) & 65535;
         s := s[7:8] || s[1:6];
     END LOOP;
-    -- Packed for two branches at once (see randflake.sparx_encrypt): for each step and round,
-    -- the keys of words a:c, then of words b:d; last the whitening keys, likewise.
+    -- Packed for two branches at once (see randflake.sparx_encrypt), three to a round: the
+    -- keys of words a:c rotated left by 9 (rotl9(x xor k) = rotl9(x) xor rotl9(k)), the keys of
+    -- words b:d, and the same rotated left by 2; last the whitening keys, as the block they
+    -- are xored into.
     FOR step IN 0..7 LOOP
         FOR round IN 0..2 LOOP
             o := step * 12 + round * 2;
-            packed := packed || ARRAY[(subkeys[o + 1]::bigint << 32) | subkeys[o + 7],
-                                      (subkeys[o + 2]::bigint << 32) | subkeys[o + 8]];
+            left_keys := (subkeys[o + 1]::bigint << 32) | subkeys[o + 7];
+            right_keys := (subkeys[o + 2]::bigint << 32) | subkeys[o + 8];
+            packed := packed || ARRAY[((left_keys << 9) | (left_keys >> 7)) & 281470681808895, right_keys,
+                                      ((right_keys << 2) | (right_keys >> 14)) & 281470681808895];
         END LOOP;
     END LOOP;
-    RETURN packed || ARRAY[(subkeys[97]::bigint << 32) | subkeys[99], (subkeys[98]::bigint << 32) | subkeys[100]];
+    RETURN packed || randflake.sparx_block((subkeys[97]::bigint << 32) | subkeys[99], (subkeys[98]::bigint << 32) | subkeys[100]);
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_expand_key(text) IS
-'SPARX-64/128 key schedule of a 128-bit key given as 32 hexadecimal digits: its round keys packed two 16-bit words to a bigint (50 of them), as randflake.sparx_encrypt() and sparx_decrypt() take them. Computed once, when the secret is checked.';
+'SPARX-64/128 key schedule of a 128-bit key given as 32 hexadecimal digits: its round keys packed two 16-bit words to a bigint, three per round, and the whitening keys (73 bigints), as randflake.sparx_encrypt() and sparx_decrypt() take them. Computed once, when the secret is checked.';
 
--- The cipher keeps the four 16-bit words a, b, c, d of a block two to a bigint, x = a:c and
--- y = b:d (bits 32..47 and 0..15, the bits between them zero), so that each operation works on
--- both branches at once: M masks the two lanes, a carry or a rotation's spill lands between or
--- above them, and a lane's subtraction borrows from the 2^16 added above it. A raw ID is written
--- little-endian into 8 bytes, which the cipher reads as four big-endian words; the result is
--- read back the same way. These two functions run for every ID: no SET clause (which would cost
--- a search_path switch per call), every operator schema-qualified instead, and EXECUTE is the
--- owner's alone.
+-- The two functions below run for every ID (encryption) or decoded ID: no SET clause (which
+-- would cost a search_path switch per call), every operator schema-qualified instead, and
+-- EXECUTE is the owner's alone. What an ID costs is mostly PL/pgSQL's work per statement run
+-- and per expression set up in each transaction (docs/managed-postgresql.md#performance):
+-- two statements per round, the round's keys indexed from the loop variable.
 
 CREATE FUNCTION randflake.sparx_encrypt(keys bigint[], raw bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    x bigint := ((raw OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
-    y bigint := (((raw OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((raw OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 1095216660735);
+    x bigint := randflake.sparx_words_ac(raw);
+    y bigint := randflake.sparx_words_bd(raw);
     mix bigint;
-    k integer := 1;
 BEGIN
-    x := (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32);
-    y := (y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 32);
-    FOR step IN 1..8 LOOP
-        FOR round IN 1..3 LOOP
-            -- ARX: xor the round keys; left := rotl9(left) + right; right := rotl2(right) xor left.
-            y := y OPERATOR(pg_catalog.#) keys[k OPERATOR(pg_catalog.+) 1];
-            x := (((((x OPERATOR(pg_catalog.#) keys[k]) OPERATOR(pg_catalog.<<) 9) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.#) keys[k]) OPERATOR(pg_catalog.>>) 7)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.+) y) OPERATOR(pg_catalog.&) 281470681808895;
-            y := (((y OPERATOR(pg_catalog.<<) 2) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 14)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.#) x;
-            k := k OPERATOR(pg_catalog.+) 2;
+    FOR step IN 0..7 LOOP
+        FOR round IN step OPERATOR(pg_catalog.*) 3..step OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 2 LOOP
+            -- ARX: left := rotl9(left xor k) + (right xor k'); right := rotl2(right xor k') xor left.
+            x := (((((x OPERATOR(pg_catalog.<<) 9) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 7)) OPERATOR(pg_catalog.&) 281470681808895)
+                   OPERATOR(pg_catalog.#) keys[round OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 1])
+                  OPERATOR(pg_catalog.+) (y OPERATOR(pg_catalog.#) keys[round OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 2]))
+                 OPERATOR(pg_catalog.&) 281470681808895;
+            y := ((((y OPERATOR(pg_catalog.<<) 2) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 14)) OPERATOR(pg_catalog.&) 281470681808895)
+                  OPERATOR(pg_catalog.#) keys[round OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 3]) OPERATOR(pg_catalog.#) x;
         END LOOP;
         -- The linear layer: mix := rotl8(a xor b); (a, b, c, d) := (c^a^mix, d^b^mix, a, b).
         mix := (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.>>) 40)) OPERATOR(pg_catalog.&) 65535;
         x := ((((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 32));
         y := ((((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 32));
     END LOOP;
-    x := x OPERATOR(pg_catalog.#) keys[49];
-    y := y OPERATOR(pg_catalog.#) keys[50];
-    x := ((x OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
-    y := ((y OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
-    RETURN (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 48);
+    RETURN randflake.sparx_block(x, y) OPERATOR(pg_catalog.#) keys[73];
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_encrypt(bigint[], bigint) IS
@@ -132,36 +156,33 @@ CREATE FUNCTION randflake.sparx_decrypt(keys bigint[], id bigint) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
 DECLARE
-    x bigint := ((id OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
-    y bigint := (((id OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((id OPERATOR(pg_catalog.>>) 24) OPERATOR(pg_catalog.&) 1095216660735);
+    x bigint := randflake.sparx_words_ac(id OPERATOR(pg_catalog.#) keys[73]);
+    y bigint := randflake.sparx_words_bd(id OPERATOR(pg_catalog.#) keys[73]);
     mix bigint;
-    k integer := 47;
 BEGIN
-    x := ((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32)) OPERATOR(pg_catalog.#) keys[49];
-    y := ((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 32)) OPERATOR(pg_catalog.#) keys[50];
-    FOR step IN 1..8 LOOP
+    FOR step IN REVERSE 7..0 LOOP
         -- The linear layer inverted: mix := rotl8(c xor d); (a, b, c, d) := (c, d, a^c^mix, b^d^mix).
         mix := ((((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) (((x OPERATOR(pg_catalog.#) y) OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.>>) 8)) OPERATOR(pg_catalog.&) 65535;
         x := ((x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (x OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix);
         y := ((y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.#) (y OPERATOR(pg_catalog.&) 65535) OPERATOR(pg_catalog.#) mix);
-        FOR round IN 1..3 LOOP
-            -- ARX inverted: right := rotl14(right xor left); left := rotl7(left - right); xor the keys.
+        FOR round IN REVERSE step OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 2..step OPERATOR(pg_catalog.*) 3 LOOP
+            -- ARX inverted: right := rotl14(right xor left), which is right xor k';
+            -- left := rotl7((left - right) xor rotl9(k)); right := right xor k'.
             y := (((y OPERATOR(pg_catalog.#) x) OPERATOR(pg_catalog.<<) 14) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.#) x) OPERATOR(pg_catalog.>>) 2)) OPERATOR(pg_catalog.&) 281470681808895;
-            x := ((x OPERATOR(pg_catalog.+) 281474976776192) OPERATOR(pg_catalog.-) y) OPERATOR(pg_catalog.&) 281470681808895;
-            x := (((x OPERATOR(pg_catalog.<<) 7) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 9)) OPERATOR(pg_catalog.&) 281470681808895) OPERATOR(pg_catalog.#) keys[k];
-            y := y OPERATOR(pg_catalog.#) keys[k OPERATOR(pg_catalog.+) 1];
-            k := k OPERATOR(pg_catalog.-) 2;
+            x := (((x OPERATOR(pg_catalog.+) 281474976776192) OPERATOR(pg_catalog.-) y) OPERATOR(pg_catalog.&) 281470681808895)
+                 OPERATOR(pg_catalog.#) keys[round OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 1];
+            x := ((x OPERATOR(pg_catalog.<<) 7) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.>>) 9)) OPERATOR(pg_catalog.&) 281470681808895;
+            y := y OPERATOR(pg_catalog.#) keys[round OPERATOR(pg_catalog.*) 3 OPERATOR(pg_catalog.+) 2];
         END LOOP;
     END LOOP;
-    x := ((x OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((x OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
-    y := ((y OPERATOR(pg_catalog.&) 1095216660735) OPERATOR(pg_catalog.<<) 8) OPERATOR(pg_catalog.|) ((y OPERATOR(pg_catalog.>>) 8) OPERATOR(pg_catalog.&) 1095216660735);
-    RETURN (x OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.|) (x OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.>>) 16) OPERATOR(pg_catalog.|) (y OPERATOR(pg_catalog.<<) 48);
+    RETURN randflake.sparx_block(x, y);
 END
 $$;
 COMMENT ON FUNCTION randflake.sparx_decrypt(bigint[], bigint) IS
 'SPARX-64/128 decryption of a Randflake ID under packed round keys: the raw 64-bit layout back.';
 
-REVOKE ALL ON FUNCTION randflake.sparx_expand_key(text), randflake.sparx_encrypt(bigint[], bigint),
+REVOKE ALL ON FUNCTION randflake.sparx_words_ac(bigint), randflake.sparx_words_bd(bigint),
+    randflake.sparx_block(bigint, bigint), randflake.sparx_expand_key(text), randflake.sparx_encrypt(bigint[], bigint),
     randflake.sparx_decrypt(bigint[], bigint) FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
@@ -245,7 +266,7 @@ CREATE TABLE randflake.settings (
 CREATE UNIQUE INDEX settings_have_one_row ON randflake.settings ((true));
 REVOKE ALL ON TABLE randflake.settings FROM PUBLIC;
 COMMENT ON TABLE randflake.settings IS
-'This database''s node range and application pool: the edition''s postgresql.conf. Set through randflake.configure(), which creates each node''s record.';
+'This database''s node range and application pool: the edition''s postgresql.conf. Set only through randflake.configure(), which creates each node''s record and redefines randflake.node_id_min() and node_id_max(), the constants randflake_next() checks nodes against.';
 COMMENT ON COLUMN randflake.settings.node_id_min IS 'Lowest node this database''s sessions claim (randflake.node_id_min of the native extension).';
 COMMENT ON COLUMN randflake.settings.node_id_max IS 'Highest node this database''s sessions claim; at most 4096 nodes, more than max_connections.';
 COMMENT ON COLUMN randflake.settings.app_node_id_min IS 'Lowest node randflake_lease_acquire() leases to applications; NULL: no pool.';
@@ -264,6 +285,23 @@ COMMENT ON FUNCTION randflake.node_record(integer) IS
 'The sequence that records what node has used: its value is (second - epoch) << 17 | sequence of the last ID taken, so nextval() hands out each (second, sequence) once, whatever rolls back or crashes.';
 REVOKE ALL ON FUNCTION randflake.node_record(integer) FROM PUBLIC;
 
+-- The node range as constants: randflake_next() checks every call's node against them, and a
+-- SQL function with a constant body is folded into the caller's cached plan (a table would be one
+-- more relation in every call's query). configure() redefines them with the settings' row; the
+-- plans that folded them are invalidated by the redefinition and planned again in each session.
+CREATE FUNCTION randflake.node_id_min() RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN NULL::integer;
+COMMENT ON FUNCTION randflake.node_id_min() IS
+'Lowest node of this database''s sessions, as randflake.settings holds it: a constant that randflake.configure() redefines, NULL before it ran.';
+
+CREATE FUNCTION randflake.node_id_max() RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN NULL::integer;
+COMMENT ON FUNCTION randflake.node_id_max() IS
+'Highest node of this database''s sessions, as randflake.settings holds it: a constant that randflake.configure() redefines, NULL before it ran.';
+REVOKE ALL ON FUNCTION randflake.node_id_min(), randflake.node_id_max() FROM PUBLIC;
+
 CREATE FUNCTION randflake.configure(node_id_min integer, node_id_max integer,
                                     app_node_id_min integer DEFAULT NULL, app_node_id_max integer DEFAULT NULL)
 RETURNS void
@@ -275,6 +313,10 @@ BEGIN
         ON CONFLICT ((true)) DO UPDATE
         SET node_id_min = EXCLUDED.node_id_min, node_id_max = EXCLUDED.node_id_max,
             app_node_id_min = EXCLUDED.app_node_id_min, app_node_id_max = EXCLUDED.app_node_id_max;
+    EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION randflake.node_id_min() RETURNS integer '
+        'LANGUAGE sql STABLE PARALLEL SAFE RETURN %s', configure.node_id_min);
+    EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION randflake.node_id_max() RETURNS integer '
+        'LANGUAGE sql STABLE PARALLEL SAFE RETURN %s', configure.node_id_max);
     -- A node's record is never dropped: a node used once keeps refusing the seconds it used.
     FOR node IN configure.node_id_min..configure.node_id_max LOOP
         IF pg_catalog.to_regclass(pg_catalog.format('randflake.node_%s', node)) IS NULL THEN
@@ -380,36 +422,28 @@ CREATE FUNCTION public.randflake_next() RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- What a call costs is mostly PL/pgSQL setting up each expression anew in every transaction
+    -- and running each statement, and the executor of each query
+    -- (docs/managed-postgresql.md#performance): one query, few expressions, few operators.
     subkeys bigint[];
-    first_node integer;
-    last_node integer;
-    max_nodes integer;
     -- The session's node, kept between calls in the setting randflake_sql.node.
     hint text := pg_catalog.current_setting('randflake_sql.node', true);
-    node integer;
-    now_offset bigint;
+    node integer := CASE WHEN hint ~ '^[0-9]{1,6}$' THEN hint::integer END;
+    -- The clock is read after the high water, which was set from readings made before it.
+    high_water bigint := COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0);
+    now_offset bigint := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
     used bigint;
     moves integer := 0;
-    high_water bigint;
 BEGIN
-    -- What this costs per call is mostly PL/pgSQL setting up each expression anew in every
-    -- transaction (docs/managed-postgresql.md#performance): few statements, few operators.
-    SELECT s.subkeys, c.node_id_min, c.node_id_max, c.max_nodes_per_call, h.last_value
-      INTO subkeys, first_node, last_node, max_nodes, high_water
-      FROM randflake.secret AS s CROSS JOIN randflake.settings AS c CROSS JOIN randflake.high_water AS h
-     WHERE s.subkeys IS NOT NULL;
-    IF NOT FOUND THEN
+    SELECT s.subkeys INTO subkeys FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL;
+    IF NOT FOUND OR randflake.node_id_max() IS NULL THEN
         PERFORM randflake.subkeys();  -- says which is missing, the secret ...
         RAISE EXCEPTION 'randflake_sql has no node range'  -- ... or the settings
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
     END IF;
-    -- The clock is read after the high water, which was set from readings made before it.
-    now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
-    IF now_offset < 0 OR now_offset > 1073741823 THEN
-        PERFORM randflake.clock_second();  -- says why
-    END IF;
-    IF now_offset < high_water THEN
+    IF now_offset < high_water OR now_offset > 1073741823 THEN
+        PERFORM randflake.clock_second();  -- says why, if the clock is outside the format's range
         RAISE EXCEPTION 'the system clock is % s behind second %, which this database has already used for IDs',
             high_water - now_offset, high_water + randflake.epoch_second()
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -420,13 +454,10 @@ BEGIN
     -- of the transaction, that no other session uses the node (a session that holds it by its
     -- session-level lock makes the try fail), and the node's record is looked up by its name
     -- in schema randflake, which only the owner writes.
-    IF hint ~ '^[0-9]{1,6}$' THEN
-        node := hint::integer;
-    END IF;
     LOOP
-        IF node IS NULL OR node < first_node OR node > last_node
+        IF node IS NULL OR node < randflake.node_id_min() OR node > randflake.node_id_max()
            OR NOT pg_catalog.pg_try_advisory_xact_lock(randflake.lock_space(), node) THEN
-            node := randflake.claim_node(first_node, last_node, now_offset);
+            node := randflake.claim_node(randflake.node_id_min(), randflake.node_id_max(), now_offset);
             PERFORM pg_catalog.pg_advisory_xact_lock(randflake.lock_space(), node);
             PERFORM pg_catalog.set_config('randflake_sql.node', node::text, false);
         END IF;
@@ -442,7 +473,8 @@ BEGIN
             END IF;
             PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 17, true);
             RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
-        ELSIF used = (now_offset + 1) << 17 AND moves < max_nodes THEN
+        ELSIF used = (now_offset + 1) << 17
+              AND moves < (SELECT c.max_nodes_per_call FROM randflake.settings AS c) THEN
             -- The node's 131072 IDs of this second are used up: move to another node now
             -- rather than wait for the next second.
             PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), node);

@@ -321,6 +321,28 @@ def test_node_claims_follow_sessions_that_come_and_go(edition):
                  "the closed sessions' nodes to be free")
 
 
+def test_configure_moves_live_sessions_to_the_new_range(edition):
+    """randflake_next() checks each call's node against the range as constants that configure()
+    redefines, folded into the plans the session has cached: a session that holds a node of the
+    old range takes a node of the new one at its next call, without reconnecting."""
+    cluster, secret_hex = edition
+    install(cluster, "reconfigured", secret_hex, (300, 303))
+    with cluster.connect("reconfigured", "writer") as conn, cluster.connect("reconfigured", OWNER) as owner:
+        def nodes_of(ids: list[int]) -> set[int]:
+            return {n for (n,) in owner.execute(
+                "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))}
+
+        def twenty() -> list[int]:
+            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 20)")]
+
+        made = twenty()
+        assert len(nodes_of(made)) == 1 and nodes_of(made) <= {300, 301, 302, 303}
+        owner.execute("SELECT randflake.configure(310, 313)")
+        moved = twenty()
+        assert len(nodes_of(moved)) == 1 and nodes_of(moved) <= {310, 311, 312, 313}
+        assert len(set(made + moved)) == 40
+
+
 def test_a_forged_node_hint_is_not_followed(edition):
     """randflake_sql.node is a setting any role may set. Copied from a session that holds its
     node, it makes the copier claim a node of its own (the lock); naming a node outside the
