@@ -40,6 +40,9 @@ FUZZ_SECONDS ?= 600
 TEST_WORKERS ?= 6
 
 export PG_CONFIG PG_MAJOR VENV
+# .cargo/config.toml gives every build the link flag that cargo-pgrx would add to its own; this
+# keeps cargo-pgrx from adding it twice, so that its builds share their dependencies with cargo's.
+export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND := 1
 # psql, pg_dump and pgbench of the chosen major come first.
 export PATH := $(dir $(PG_CONFIG)):$(PATH)
 
@@ -160,18 +163,19 @@ unit:
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
 	cargo test -p randflake --features fault-grant-uncertain-app-leases --test app_lease_simulation
 
-# The model check of the shared-memory protocols (randflake::shared) under loom, optimised (the
-# model runs the code thousands of times); then again with the sequence lock's reader weakened,
-# where it must find a torn read. Not in `unit`: its two optimised builds take longer than the
-# fast loop should (docs/development.md); `test` runs it.
+# The model check of the shared-memory protocols (randflake::shared) under loom, which the dev
+# profile optimises (Cargo.toml); then again with the sequence lock's reader weakened, where it
+# must find a torn read. Not in `unit`: building loom takes longer than the fast loop should
+# (docs/development.md); `test` runs it.
 loom:
-	cargo test -p randflake --release --features loom --test shared_memory_model
-	cargo test -p randflake --release --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
+	cargo test -p randflake --features loom --test shared_memory_model
+	cargo test -p randflake --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
 
 # The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
-# settings' checks and the error declarations against docs/errors.md.
+# settings' checks and the error declarations against docs/errors.md. Built with pg_test, as
+# `make pgtest` and `make lint` build it, so that the three share one build.
 glue-unit:
-	cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features -- --skip pg_tests::
+	cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features -- --skip pg_tests::
 
 # Formatting (rustfmt.toml) of both crates and the fuzz targets, clippy with warnings denied on
 # both crates, the extension's #[pg_test]s included (each crate's lib.rs adds the unsafe lints),
