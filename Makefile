@@ -173,7 +173,7 @@ loom:
 
 # The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
 # settings' checks and the error declarations against docs/errors.md. Built with pg_test, as
-# `make pgtest` and `make lint` build it, so that the three share one build.
+# `make pgtest` builds it, so that both run one build.
 glue-unit:
 	cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features -- --skip pg_tests::
 
@@ -202,7 +202,7 @@ server-tests:
 	$(STAGED) $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(or $(PYTEST_ARGS),tests/integration)
 
 docs: install
-	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features errors::tests
+	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features errors::tests
 	RANDFLAKE_WRITE_SQL_REFERENCE=1 $(VENV)/bin/pytest -q tests/integration/test_sql_reference.py
 
 installcheck:
