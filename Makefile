@@ -40,9 +40,6 @@ FUZZ_SECONDS ?= 600
 TEST_WORKERS ?= 6
 
 export PG_CONFIG PG_MAJOR VENV
-# .cargo/config.toml gives every build the link flag that cargo-pgrx would add to its own; this
-# keeps cargo-pgrx from adding it twice, so that its builds share their dependencies with cargo's.
-export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND := 1
 # psql, pg_dump and pgbench of the chosen major come first.
 export PATH := $(dir $(PG_CONFIG)):$(PATH)
 
