@@ -160,18 +160,19 @@ unit:
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
 	cargo test -p randflake --features fault-grant-uncertain-app-leases --test app_lease_simulation
 
-# The model check of the shared-memory protocols (randflake::shared) under loom, optimised (the
-# model runs the code thousands of times); then again with the sequence lock's reader weakened,
-# where it must find a torn read. Not in `unit`: its two optimised builds take longer than the
-# fast loop should (docs/development.md); `test` runs it.
+# The model check of the shared-memory protocols (randflake::shared) under loom, which the dev
+# profile optimises (Cargo.toml); then again with the sequence lock's reader weakened, where it
+# must find a torn read. Not in `unit`: building loom takes longer than the fast loop should
+# (docs/development.md); `test` runs it.
 loom:
-	cargo test -p randflake --release --features loom --test shared_memory_model
-	cargo test -p randflake --release --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
+	cargo test -p randflake --features loom --test shared_memory_model
+	cargo test -p randflake --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
 
 # The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
-# settings' checks and the error declarations against docs/errors.md.
+# settings' checks and the error declarations against docs/errors.md. Built with pg_test, as
+# `make pgtest` builds it, so that both run one build.
 glue-unit:
-	cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features -- --skip pg_tests::
+	cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features -- --skip pg_tests::
 
 # Formatting (rustfmt.toml) of both crates and the fuzz targets, clippy with warnings denied on
 # both crates, the extension's #[pg_test]s included (each crate's lib.rs adds the unsafe lints),
@@ -198,7 +199,7 @@ server-tests:
 	$(STAGED) $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(or $(PYTEST_ARGS),tests/integration)
 
 docs: install
-	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features pg$(PG_MAJOR) --no-default-features errors::tests
+	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features errors::tests
 	RANDFLAKE_WRITE_SQL_REFERENCE=1 $(VENV)/bin/pytest -q tests/integration/test_sql_reference.py
 
 installcheck:

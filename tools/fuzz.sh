@@ -17,18 +17,20 @@ fi
 # toolchain here accept them.
 export RUSTC_BOOTSTRAP=1
 # The targets are built once, then run side by side, one per core: each still gets its SECONDS.
+# They build into the workspace's target/, where `make clean` and a look at its size find them.
+target_dir=$PWD/../target/fuzz
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-cargo fuzz build >"$logs/build" 2>&1 || { tail -n 40 "$logs/build" >&2; echo "fuzz: build FAILED" >&2; exit 1; }
+cargo fuzz build --target-dir "$target_dir" >"$logs/build" 2>&1 || { tail -n 40 "$logs/build" >&2; echo "fuzz: build FAILED" >&2; exit 1; }
 run_target() {
     mkdir -p "fuzz/corpus/$1" "fuzz/regressions/$1"
     status=0
-    cargo fuzz run "$1" "fuzz/corpus/$1" "fuzz/regressions/$1" -- \
+    cargo fuzz run --target-dir "$target_dir" "$1" "fuzz/corpus/$1" "fuzz/regressions/$1" -- \
         -max_total_time="$seconds" -print_final_stats=1 >"$logs/$1" 2>&1 || status=$?
     echo "$status" >"$logs/$1.status"
 }
 export -f run_target
-export seconds logs
+export seconds logs target_dir
 targets=$(cargo fuzz list)
 echo "fuzz: $(echo $targets | tr ' ' ','), $seconds s each, $(nproc) at a time"
 echo "$targets" | xargs -P "$(nproc)" -I{} bash -c 'run_target "$1"' _ {}
