@@ -1165,7 +1165,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", required=True, help="data directory of the benchmark's own cluster")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/scale"))
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/scale-0.6.0"))
     parser.add_argument("--fresh", action="store_true", help="forget an earlier run in --out and its cluster")
     parser.add_argument("--report-only", action="store_true", help="print and write the report of --out's run")
     parser.add_argument("--keep-cluster", action="store_true", help="keep the cluster after a complete run")
