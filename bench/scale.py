@@ -53,6 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 
@@ -249,6 +250,16 @@ class Scale:
                          f"{start + count}) g")
             self.rows[key.slug] = start + count
 
+    def grow_all(self, target_rows: int) -> None:
+        """Every table grown at once, each by a connection of its own: the growth is not measured,
+        and each index still takes the shape one inserting session gives it."""
+        def grow(key: Key) -> None:
+            with self.connect() as conn:
+                self.grow(conn, key, target_rows)
+
+        with ThreadPoolExecutor(len(self.keys)) as pool:
+            list(pool.map(grow, self.keys))
+
     def rows_for(self, conn: psycopg.Connection, target_bytes: int) -> int:
         """Rows every table needs for the random keys' indexes to reach target_bytes, estimated
         from each index's bytes per row so far; 0 once both have (with neither in --keys, every
@@ -349,14 +360,12 @@ class Scale:
             # Every table starts the step with as many rows as the fullest: the intervals before
             # added what each key's tps allowed, and an interrupted growth may have stopped midway.
             level = max(step.get("rows", 0), *self.rows.values())
-            for key in self.keys:
-                self.grow(conn, key, level)
+            self.grow_all(level)
             while needed := self.rows_for(conn, target_bytes):
                 needed = max(needed, *self.rows.values())
                 print(f"-- step {number + 1}/{len(self.args.steps)}: growing every table to {needed:,} rows "
                       f"(the random keys' indexes >= {multiple}x shared_buffers = {target_bytes / MB:,.0f} MB)", flush=True)
-                for key in self.keys:
-                    self.grow(conn, key, needed)
+                self.grow_all(needed)
             step["rows"] = max(self.rows.values())
             step["index_bytes_before"] = {key.name: self.index_bytes(conn, key) for key in self.keys}
             step.setdefault("fill_seconds", time.monotonic() - started)
