@@ -480,8 +480,10 @@ class Scale:
         offers: randflake_key and uuidv7() bound the window in the index (an index range scan),
         bigint randflake_next() only by decoding every ID (a full scan, and EXECUTE on the
         decoder); identity, random bigint and gen_random_uuid() keys hold no time at all. The
-        window is --timerange-minutes of the randflake_key table's span, centred in it (or the
-        whole span if shorter), each key's table counting the rows it received in that window."""
+        window is --timerange-minutes centred on the second of the randflake_key table's middle
+        row, inside the table's span: the tables grow in bursts at different moments, so the
+        middle of the span may hold none of its rows. Each key's table counts the rows it
+        received in that window."""
         section = self.data.setdefault("timerange", {"runs": {}})
         if section.get("done"):
             return
@@ -489,14 +491,15 @@ class Scale:
             print("-- timerange: skipped, randflake_key is not among --keys", flush=True)
             return
         if "window" not in section:
-            # The type has no min() and max() aggregates: the index's two ends.
-            first, last = (conn.execute(
+            # The type has no min() and max() aggregates: the index's two ends, and its middle.
+            first, middle, last = (conn.execute(
                 f"SELECT extract(epoch FROM randflake_key_timestamp(id))::bigint FROM {table(RANDFLAKE_KEY)} "
-                f"ORDER BY id {direction} LIMIT 1").fetchone()[0] for direction in ("ASC", "DESC"))
+                f"ORDER BY id {order} LIMIT 1").fetchone()[0]
+                for order in ("ASC", f"OFFSET {self.rows[RANDFLAKE_KEY.slug] // 2}", "DESC"))
             length = self.args.timerange_minutes * 60
             span = last + 1 - first
-            start = first + max(0, span - length) // 2
-            section["window"] = {"start": start, "end": start + min(span, length), "table_span_seconds": span}
+            start = min(max(first, middle - length // 2), max(first, last + 1 - length))
+            section["window"] = {"start": start, "end": min(start + length, last + 1), "table_span_seconds": span}
             self.state.save()
         window = section["window"]
         queries = {key.name: query for key in self.keys if (query := self.timerange_query(key, window))}
