@@ -28,6 +28,8 @@ BENCH_CLIENTS_PORT ?= 25441
 # make bench-scale's cluster; it is kept when a run stops early, and the next run carries on.
 BENCH_SCALE_DIR  ?= /tmp/randflake_pg-bench-scale
 BENCH_SCALE_PORT ?= 25442
+# Where it writes its report: each release's published run keeps a directory of its own.
+BENCH_SCALE_OUT  ?= bench/results/scale-0.6.0
 # Extra arguments for bench/scale.py, e.g. BENCH_SCALE_ARGS="--shared-buffers 256MB --seconds 120".
 BENCH_SCALE_ARGS ?=
 # Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
@@ -221,12 +223,12 @@ bench: install
 		status=$$?; tests/scratch-cluster.sh destroy $(BENCH_DIR); exit $$status
 
 # Insert throughput as the tables outgrow a small shared_buffers, lookups, and the remedies
-# (docs/performance.md); writes bench/results/scale/. Hours, not minutes: the indexes grow to 8x
+# (docs/performance.md); writes $(BENCH_SCALE_OUT). Hours, not minutes: the indexes grow to 8x
 # shared_buffers, and every step measures every key in turn.
 bench-scale: install
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(VENV)/bin/python bench/scale.py --dir $(BENCH_SCALE_DIR) --port $(BENCH_SCALE_PORT) \
-		--out bench/results/scale $(BENCH_SCALE_ARGS)
+		--out $(BENCH_SCALE_OUT) $(BENCH_SCALE_ARGS)
 
 # The SQL edition packaged for pg_tle (docs/managed-postgresql.md).
 sql-edition-pgtle:

@@ -28,7 +28,8 @@ leaf page's image is shared by more rows: at the default 400,000 rows, a cycle f
 production server's, the images weigh more here than they would there.
 
 Then, at the largest size: point lookups by primary key (keys sampled uniformly from the whole
-table, and from the newest rows); the remedies on the grown tables (wal_compression, more
+table, and from the newest rows); a count of the rows made in one window of time, by what each
+key offers for it; the remedies on the grown tables (wal_compression, more
 shared_buffers, a batch as generated and sorted by key); the bulk-load recipes on fresh tables of the same row count (plain, in key
 order, index built after the load); and fillfactor on an index built after a load.
 
@@ -52,6 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 
@@ -87,13 +89,14 @@ RANDOM_BIGINT = Key("random bigint", "random", "bigint",
                     "(floor(random() * 2^32)::bigint << 32) | floor(random() * 2^32)::bigint")
 UUID4 = Key("gen_random_uuid()", "uuid4", "uuid", "gen_random_uuid()")
 UUID7 = Key("uuidv7()", "uuid7", "uuid", "uuidv7()")
+KEYS = [IDENTITY, RANDFLAKE, RANDFLAKE_KEY, RANDOM_BIGINT, UUID4, UUID7]
 
 # A first guess of index bytes per row, before a table has rows to measure: generous, so that the
 # first growth falls short and the measured figure steers the rest.
 FIRST_GUESS_BYTES_PER_ROW = {"bigint": 40, "uuid": 56}
 LOOKUP_PATTERNS = ["uniform", "recent"]
 # In this order: the ones before "bulk" use the grown tables, which "bulk" drops.
-PHASES = ["scale", "lookups", "wal_compression", "shared_buffers", "batch", "bulk", "fillfactor"]
+PHASES = ["scale", "lookups", "timerange", "wal_compression", "shared_buffers", "batch", "bulk", "fillfactor"]
 
 
 def table(key: Key, prefix: str = "t") -> str:
@@ -184,8 +187,7 @@ class Scale:
                 self.prewarm = False
             wait_for_lease(conn)
             self.version = conn.info.server_version
-            self.keys = [IDENTITY, RANDFLAKE, RANDFLAKE_KEY, RANDOM_BIGINT, UUID4] + (
-                [UUID7] if self.version >= 180000 else [])
+            self.keys = [key for key in KEYS if key.slug in self.args.keys and (key != UUID7 or self.version >= 180000)]
             self.shared_buffers = parse_size(conn.execute("SHOW shared_buffers").fetchone()[0])
             self.describe(conn)
 
@@ -248,13 +250,24 @@ class Scale:
                          f"{start + count}) g")
             self.rows[key.slug] = start + count
 
+    def grow_all(self, target_rows: int) -> None:
+        """Every table grown at once, each by a connection of its own: the growth is not measured,
+        and each index still takes the shape one inserting session gives it."""
+        def grow(key: Key) -> None:
+            with self.connect() as conn:
+                self.grow(conn, key, target_rows)
+
+        with ThreadPoolExecutor(len(self.keys)) as pool:
+            list(pool.map(grow, self.keys))
+
     def rows_for(self, conn: psycopg.Connection, target_bytes: int) -> int:
         """Rows every table needs for the random keys' indexes to reach target_bytes, estimated
-        from each index's bytes per row so far; 0 once both have. Every table holds the same
+        from each index's bytes per row so far; 0 once both have (with neither in --keys, every
+        key's index sets the size). Every table holds the same
         rows; the append-only keys' smaller indexes do not set the size, as only their rightmost
         leaf is written and it stays in the buffers whatever the index's size."""
         needed = 0
-        for key in (RANDFLAKE, UUID4):
+        for key in [key for key in (RANDFLAKE, UUID4) if key in self.keys] or self.keys:
             size = self.index_bytes(conn, key)
             if size >= target_bytes:
                 continue
@@ -325,6 +338,8 @@ class Scale:
             "fpi_per_row": (after["fpi"] - before["fpi"]) / rows, "wal_records_per_row": (after["records"] - before["records"]) / rows,
             "checkpoints_inside": after["checkpoints"] - before["checkpoints"],
             "index_bytes": self.index_bytes(conn, key, prefix), "table_rows": total_rows,
+            # The machine may be shared: its 1-minute load average as the interval ends.
+            "load_average": os.getloadavg()[0],
         }
         if measured["checkpoints_inside"]:
             print(f"   warning: {measured['checkpoints_inside']} checkpoint(s) inside {key.name}'s interval", flush=True)
@@ -345,14 +360,12 @@ class Scale:
             # Every table starts the step with as many rows as the fullest: the intervals before
             # added what each key's tps allowed, and an interrupted growth may have stopped midway.
             level = max(step.get("rows", 0), *self.rows.values())
-            for key in self.keys:
-                self.grow(conn, key, level)
+            self.grow_all(level)
             while needed := self.rows_for(conn, target_bytes):
                 needed = max(needed, *self.rows.values())
                 print(f"-- step {number + 1}/{len(self.args.steps)}: growing every table to {needed:,} rows "
                       f"(the random keys' indexes >= {multiple}x shared_buffers = {target_bytes / MB:,.0f} MB)", flush=True)
-                for key in self.keys:
-                    self.grow(conn, key, needed)
+                self.grow_all(needed)
             step["rows"] = max(self.rows.values())
             step["index_bytes_before"] = {key.name: self.index_bytes(conn, key) for key in self.keys}
             step.setdefault("fill_seconds", time.monotonic() - started)
@@ -460,7 +473,79 @@ class Scale:
         return (f"SELECT id FROM {table(key)} WHERE ctid >= '({first_page},0)'::tid "
                 f"ORDER BY random() LIMIT {wanted}")
 
-    # -- phase 3: remedies on the grown tables ---------------------------------------------
+    # -- phase 3: a time-range count at the largest size ------------------------------------
+
+    def timerange(self, conn: psycopg.Connection) -> None:
+        """The rows made in one window of time, counted on each grown table by what its key
+        offers: randflake_key and uuidv7() bound the window in the index (an index range scan),
+        bigint randflake_next() only by decoding every ID (a full scan, and EXECUTE on the
+        decoder); identity, random bigint and gen_random_uuid() keys hold no time at all. The
+        window is --timerange-minutes centred on the second of the randflake_key table's middle
+        row, inside the table's span: the tables grow in bursts at different moments, so the
+        middle of the span may hold none of its rows. Each key's table counts the rows it
+        received in that window."""
+        section = self.data.setdefault("timerange", {"runs": {}})
+        if section.get("done"):
+            return
+        if RANDFLAKE_KEY not in self.keys:
+            print("-- timerange: skipped, randflake_key is not among --keys", flush=True)
+            return
+        if "window" not in section:
+            # The type has no min() and max() aggregates: the index's two ends, and its middle.
+            first, middle, last = (conn.execute(
+                f"SELECT extract(epoch FROM randflake_key_timestamp(id))::bigint FROM {table(RANDFLAKE_KEY)} "
+                f"ORDER BY id {order} LIMIT 1").fetchone()[0]
+                for order in ("ASC", f"OFFSET {self.rows[RANDFLAKE_KEY.slug] // 2}", "DESC"))
+            length = self.args.timerange_minutes * 60
+            span = last + 1 - first
+            start = min(max(first, middle - length // 2), max(first, last + 1 - length))
+            section["window"] = {"start": start, "end": min(start + length, last + 1), "table_span_seconds": span}
+            self.state.save()
+        window = section["window"]
+        queries = {key.name: query for key in self.keys if (query := self.timerange_query(key, window))}
+        section["no_time"] = [key.name for key in self.keys if key.name not in queries]
+        for key in self.keys:
+            if key.name in queries:
+                # As the lookups: what autovacuum would have done (the visibility map above all).
+                conn.execute(f"VACUUM ANALYZE {table(key)}")
+                section.setdefault("plans", {})[key.name] = "\n".join(
+                    row[0] for row in conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {queries[key.name]}").fetchall())
+                section.setdefault("queries", {})[key.name] = queries[key.name]
+        section["rows"] = {key.name: self.rows[key.slug] for key in self.keys}
+        self.state.save()
+        names = list(queries)
+        for round_number in range(self.args.timerange_rounds):
+            for name in rotated(names, round_number):
+                runs = section["runs"].setdefault(name, [])
+                if len(runs) > round_number:
+                    continue
+                print(f"-- timerange, {name}: round {round_number + 1}/{self.args.timerange_rounds}", flush=True)
+                started = time.monotonic()
+                counted = conn.execute(queries[name]).fetchone()[0]
+                runs.append({"seconds": time.monotonic() - started, "rows_counted": counted})
+                self.state.save()
+        section["done"] = True
+        self.state.save()
+
+    @staticmethod
+    def timerange_query(key: Key, window: dict) -> str | None:
+        """The count of the rows made in the window, as the key allows it; None if it holds no time."""
+        start, end = (f"to_timestamp({window[edge]})" for edge in ("start", "end"))
+        if key == RANDFLAKE_KEY:
+            condition = f"id >= randflake_key_lowest({start}) AND id < randflake_key_lowest({end})"
+        elif key == UUID7:
+            # The lowest uuidv7 of a millisecond: its 48-bit Unix time in milliseconds, then zeros.
+            def lowest(edge: str) -> str:
+                return f"'{window[edge] * 1000:012x}{0:020x}'::uuid"
+
+            condition = f"id >= {lowest('start')} AND id < {lowest('end')}"
+        elif key == RANDFLAKE:
+            condition = f"randflake_timestamp(id) >= {start} AND randflake_timestamp(id) < {end}"
+        else:
+            return None
+        return f"SELECT count(*) FROM {table(key)} WHERE {condition}"
+
+    # -- phase 4: remedies on the grown tables ---------------------------------------------
 
     def wal_compression_method(self, conn: psycopg.Connection) -> str:
         for method in ["lz4", "zstd", "pglz"]:
@@ -564,7 +649,7 @@ class Scale:
         self.state.save()
         return conn
 
-    # -- phase 4: bulk loads on fresh tables -----------------------------------------------
+    # -- phase 5: bulk loads on fresh tables -----------------------------------------------
 
     def recipes(self, key: Key) -> list[str]:
         # Identity values already arrive in key order: its plain load is the ordered one.
@@ -614,7 +699,7 @@ class Scale:
             conn.execute(f"DROP TABLE {table(key, prefix)}")
         return result
 
-    # -- phase 5: fillfactor of an index built after a load -----------------------------------
+    # -- phase 6: fillfactor of an index built after a load -----------------------------------
 
     def fillfactor(self, conn: psycopg.Connection) -> None:
         """The tables of the index-after-load recipe, the index rebuilt at each fillfactor, then
@@ -678,6 +763,8 @@ class Scale:
                 self.scale(conn)
             elif phase == "lookups":
                 self.lookups(conn)
+            elif phase == "timerange":
+                self.timerange(conn)
             elif phase == "wal_compression":
                 self.wal_compression(conn)
             elif phase == "shared_buffers":
@@ -716,9 +803,8 @@ def ratio_text(values: list[float]) -> str:
 
 
 def key_names(data: dict) -> list[str]:
-    names = [IDENTITY.name, RANDFLAKE.name, RANDFLAKE_KEY.name, RANDOM_BIGINT.name, UUID4.name, UUID7.name]
     present = set(data["steps"][0]["runs"]) if data.get("steps") else set()
-    return [name for name in names if name in present]
+    return [key.name for key in KEYS if key.name in present]
 
 
 def report(data: dict) -> list[tuple[str, bool, str]]:
@@ -755,6 +841,10 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
                       f"{median([e['fpi_per_row'] for e in entries]):>8.2f}")
         inside = sum(run["checkpoints_inside"] for step in steps for runs in step["runs"].values() for run in runs)
         print(f"  checkpoints that started inside a measured interval: {inside}")
+        loads = [run["load_average"] for step in steps for runs in step["runs"].values() for run in runs
+                 if "load_average" in run]
+        if loads:
+            print(f"  the machine's 1-minute load average at the end of the intervals: {spread(loads, 1)}")
         targets += scale_targets(steps, names)
         if UUID7.name in names:
             largest = steps[-1]["runs"]
@@ -778,6 +868,7 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
                     cells.append(f"{spread([r['tps'] for r in runs[name]]):>24} "
                                  f"{ratio_text(paired_ratios(runs[name], runs[IDENTITY.name], 'tps')):>18}")
             print(f"  {name:20} {lookups['rows'].get(name, 0):>12,} " + " ".join(cells))
+    report_timerange(data.get("timerange", {}), names)
     targets += report_remedies(data, names, sb)
     print("\n== Targets")
     for name, met, figures in targets:
@@ -785,8 +876,37 @@ def report(data: dict) -> list[tuple[str, bool, str]]:
     return targets
 
 
+def report_timerange(section: dict, names: list[str]) -> None:
+    if not section.get("runs"):
+        return
+    window = section["window"]
+    start, end = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(window[edge])) for edge in ("start", "end"))
+    print(f"\n== Time-range count at the largest size: the rows made from {start} to before {end} "
+          f"({(window['end'] - window['start']) / 60:.1f} min of the randflake_key table's "
+          f"{window['table_span_seconds'] / 60:.1f}), one connection, warm OS cache; seconds median [min..max]")
+    print(f"  {'key':20} {'table rows':>12} {'rows counted':>13} {'seconds':>22} {'x randflake_key':>16}  plan")
+    base = section["runs"].get(RANDFLAKE_KEY.name)
+    for name in names:
+        if name in section.get("no_time", []):
+            print(f"  {name:20} {section['rows'][name]:>12,} {'':>13} {'':>22} {'':>16}  none: the key holds no time")
+            continue
+        runs = section["runs"].get(name)
+        if not runs:
+            continue
+        plan = section["plans"][name].splitlines()
+        node = next((line.strip().split("  (")[0].lstrip("-> ") for line in plan
+                     if "Scan" in line and "Gather" not in line), plan[0])
+        ratio = ratio_text(paired_ratios(runs, base, "seconds")) if base else ""
+        print(f"  {name:20} {section['rows'][name]:>12,} {runs[-1]['rows_counted']:>13,} "
+              f"{spread([r['seconds'] for r in runs], 3):>22} {ratio:>16}  {node}")
+    for name, plan in section.get("plans", {}).items():
+        print(f"\n  {name}: {section['queries'][name]}")
+        print("\n".join("    " + line for line in plan.splitlines()))
+
+
 def scale_targets(steps: list[dict], names: list[str]) -> list[tuple[str, bool, str]]:
     targets = []
+    targets += ordered_key_targets(steps, names)
     if RANDFLAKE.name in names and UUID4.name in names:
         speed = [(step["rows"], paired_ratios(step["runs"][RANDFLAKE.name], step["runs"][UUID4.name], "tps"))
                  for step in steps]
@@ -811,6 +931,42 @@ def scale_targets(steps: list[dict], names: list[str]) -> list[tuple[str, bool, 
         print(f"\n  At the largest size ({steps[-1]['rows']:,} rows), randflake_next() against identity: "
               f"{ratio_text(tps)}x the tps, {mine['index_bytes'] / base['index_bytes']:.2f}x the index, "
               f"{wal:.1f}x the WAL per row")
+    return targets
+
+
+def bytes_per_row(run: dict) -> float:
+    return run["index_bytes"] / run["table_rows"]
+
+
+def ordered_key_targets(steps: list[dict], names: list[str]) -> list[tuple[str, bool, str]]:
+    """Issue 29's targets for randflake_key, and for randflake_next() against a random bigint."""
+    targets = []
+
+    def every_step(label: str, values: list[float], met) -> None:
+        targets.append((label, all(met(value) for value in values),
+                        "every step: " + ", ".join(f"{value:.2f}" for value in values)))
+
+    def tps(name: str, base: str) -> list[float]:
+        return [median(paired_ratios(step["runs"][name], step["runs"][base], "tps")) for step in steps]
+
+    def index(name: str, base: str) -> list[float]:
+        return [bytes_per_row(step["runs"][name][-1]) / bytes_per_row(step["runs"][base][-1]) for step in steps]
+
+    if RANDFLAKE_KEY.name in names:
+        every_step("randflake_key INSERT tps >= 0.9x identity's at every size", tps(RANDFLAKE_KEY.name, IDENTITY.name),
+                   lambda value: value >= 0.9)
+        every_step("randflake_key WAL per row <= 1.3x identity's at every size",
+                   [median([r["wal_bytes_per_row"] for r in step["runs"][RANDFLAKE_KEY.name]])
+                    / median([r["wal_bytes_per_row"] for r in step["runs"][IDENTITY.name]]) for step in steps],
+                   lambda value: value <= 1.3)
+        every_step("randflake_key index <= 1.35x identity's at every size (bytes per row)",
+                   index(RANDFLAKE_KEY.name, IDENTITY.name), lambda value: value <= 1.35)
+        if UUID7.name in names:
+            every_step("randflake_key index <= 0.7x uuidv7()'s at every size (bytes per row)",
+                       index(RANDFLAKE_KEY.name, UUID7.name), lambda value: value <= 0.7)
+    if RANDFLAKE.name in names and RANDOM_BIGINT.name in names:
+        every_step("randflake_next() INSERT tps against random bigint's at every size, within 10%",
+                   tps(RANDFLAKE.name, RANDOM_BIGINT.name), lambda value: 0.9 <= value <= 1.1)
     return targets
 
 
@@ -933,6 +1089,11 @@ def write_outputs(data: dict, directory: pathlib.Path) -> list[tuple[str, bool, 
         for pattern, by_key in data.get("lookups", {}).get("runs", {}).items():
             for name, runs in by_key.items():
                 row("lookup", data["lookups"]["rows"].get(name, ""), pattern, name, "tps", [r["tps"] for r in runs])
+        timerange = data.get("timerange", {})
+        for name, runs in timerange.get("runs", {}).items():
+            window = timerange["window"]
+            row("timerange", timerange["rows"][name], f"{window['start']}..{window['end']}", name, "seconds",
+                [r["seconds"] for r in runs])
         for setting, by_key in data.get("wal_compression", {}).get("runs", {}).items():
             for name, runs in by_key.items():
                 for metric in ["tps", "wal_bytes_per_row"]:
@@ -1016,7 +1177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", required=True, help="data directory of the benchmark's own cluster")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/scale"))
+    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("bench/results/scale-0.6.0"))
     parser.add_argument("--fresh", action="store_true", help="forget an earlier run in --out and its cluster")
     parser.add_argument("--report-only", action="store_true", help="print and write the report of --out's run")
     parser.add_argument("--keep-cluster", action="store_true", help="keep the cluster after a complete run")
@@ -1034,6 +1195,9 @@ def main() -> None:
     parser.add_argument("--lookup-seconds", type=int, default=15)
     parser.add_argument("--lookup-warmup", type=int, default=3, help="unmeasured seconds of lookups before each")
     parser.add_argument("--lookup-rounds", type=int, default=2)
+    parser.add_argument("--timerange-minutes", type=int, default=60,
+                        help="the window of the time-range count (the whole table if it was made in less)")
+    parser.add_argument("--timerange-rounds", type=int, default=3)
     parser.add_argument("--remedy-rounds", type=int, default=1)
     parser.add_argument("--remedy-rows", type=int, default=0, help="rows of the bulk loads (default: the largest step's)")
     parser.add_argument("--large-shared-buffers", default="auto",
@@ -1049,7 +1213,11 @@ def main() -> None:
     parser.add_argument("--batch-fraction", type=float, default=0.05,
                         help="rows of the batch added to each grown table, as a fraction of its rows")
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=PHASES)
+    parser.add_argument("--keys", nargs="+", choices=[key.slug for key in KEYS], default=[key.slug for key in KEYS],
+                        help="the contenders (identity, the ratios' base, is always among them; uuid7 needs 18)")
     args = parser.parse_args()
+    if IDENTITY.slug not in args.keys:
+        args.keys.insert(0, IDENTITY.slug)
 
     state = State(args.out / "scale.json", args.fresh)
     if args.report_only:
