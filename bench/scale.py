@@ -491,7 +491,7 @@ class Scale:
             print("-- timerange: skipped, randflake_key is not among --keys", flush=True)
             return
         if "window" not in section:
-            # The type has no min() and max() aggregates: the index's two ends, and its middle.
+            # The index's two ends, and its middle.
             first, middle, last = (conn.execute(
                 f"SELECT extract(epoch FROM randflake_key_timestamp(id))::bigint FROM {table(RANDFLAKE_KEY)} "
                 f"ORDER BY id {order} LIMIT 1").fetchone()[0]

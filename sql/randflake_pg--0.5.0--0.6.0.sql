@@ -567,4 +567,28 @@ COMMENT ON CAST (integer AS @extschema@.randflake_key) IS
 COMMENT ON CAST (smallint AS @extschema@.randflake_key) IS
 'Decrypts, as the cast from bigint does; implicit, so that a smallint parameter compares with a randflake_key column through its index.';
 
+-- max() and min() over randflake_key: the newest and oldest key of a column. Their sort
+-- operators let the planner answer either from the btree index's end (one index probe, as for
+-- bigint) instead of reading every row; the combine functions let a parallel scan share the work.
+CREATE FUNCTION @extschema@.randflake_key_larger(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS @extschema@.randflake_key
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_larger_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_smaller(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS @extschema@.randflake_key
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_smaller_wrapper';
+CREATE AGGREGATE @extschema@.max(@extschema@.randflake_key) (
+    SFUNC = @extschema@.randflake_key_larger, STYPE = @extschema@.randflake_key,
+    COMBINEFUNC = @extschema@.randflake_key_larger, SORTOP = OPERATOR(@extschema@.>), PARALLEL = SAFE
+);
+CREATE AGGREGATE @extschema@.min(@extschema@.randflake_key) (
+    SFUNC = @extschema@.randflake_key_smaller, STYPE = @extschema@.randflake_key,
+    COMBINEFUNC = @extschema@.randflake_key_smaller, SORTOP = OPERATOR(@extschema@.<), PARALLEL = SAFE
+);
+COMMENT ON FUNCTION @extschema@.randflake_key_larger(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'The later of two keys in the key''s order (by creation second): the transition function of max(randflake_key).';
+COMMENT ON FUNCTION @extschema@.randflake_key_smaller(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'The earlier of two keys in the key''s order (by creation second): the transition function of min(randflake_key).';
+COMMENT ON AGGREGATE @extschema@.max(@extschema@.randflake_key) IS
+'The newest key of a randflake_key column, in the key''s order; from the btree index''s end when there is one.';
+COMMENT ON AGGREGATE @extschema@.min(@extschema@.randflake_key) IS
+'The oldest key of a randflake_key column, in the key''s order; from the btree index''s end when there is one.';
+
 SELECT randflake.revoke_default_privileges();

@@ -1,5 +1,6 @@
 //! The order of `randflake_key` as C entry points of their own: its comparison functions (the
-//! btree support function and the functions of its operators), and its btree sort support.
+//! btree support function and the functions of its operators), the transition functions of its
+//! `max()` and `min()`, and its btree sort support.
 //!
 //! The comparison functions are called for every step of an index search (a lookup by key
 //! compares it with tens of index entries) and for every key an index scan or a merge join
@@ -71,7 +72,34 @@ comparison_functions! {
     randflake_key_ge_wrapper => Ordering::is_ge;
 }
 
+/// The transition (and combine) functions of `max()` and `min()` over `randflake_key`:
+/// `randflake_key_larger` and `randflake_key_smaller`, the argument that comes last or first in
+/// the key's order.
+macro_rules! choice_functions {
+    ($($name:ident => $keeps_first:expr;)+) => {$(
+        /// # Safety
+        ///
+        /// Called only by PostgreSQL's function manager, as the C function of that name, whose
+        /// SQL declaration (STRICT, two `randflake_key` arguments) is in the 0.6.0 script.
+        #[allow(unsafe_code)]
+        #[no_mangle]
+        pub unsafe extern "C-unwind" fn $name(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+            // SAFETY: the function has two non-null arguments (see above), Datums of keys by value.
+            let arguments = unsafe { (*fcinfo).args.as_slice(2) };
+            let (first, second) = (arguments[0].value, arguments[1].value);
+            if $keeps_first(ordered::compare(raw(first), raw(second))) { first } else { second }
+        }
+    )+};
+}
+
+choice_functions! {
+    randflake_key_larger_wrapper => Ordering::is_ge;
+    randflake_key_smaller_wrapper => Ordering::is_le;
+}
+
 super::version_1!(
+    pg_finfo_randflake_key_larger_wrapper,
+    pg_finfo_randflake_key_smaller_wrapper,
     pg_finfo_randflake_key_cmp_wrapper,
     pg_finfo_randflake_key_lt_wrapper,
     pg_finfo_randflake_key_le_wrapper,

@@ -60,7 +60,13 @@ def _ownership(conn: psycopg.Connection, catalog: str, acl_column: str, owner_co
 
 def _function(conn: psycopg.Connection, oid: int) -> dict:
     row = conn.execute(
-        """SELECT pg_get_functiondef(p.oid), obj_description(p.oid, 'pg_proc'),
+        # An aggregate has no CREATE FUNCTION to show: its definition is what pg_aggregate holds.
+        """SELECT CASE WHEN p.prokind = 'a'
+                       THEN (SELECT format('AGGREGATE (SFUNC = %%s, COMBINEFUNC = %%s, SORTOP = %%s)',
+                                           a.aggtransfn::regproc, a.aggcombinefn::regproc, a.aggsortop::regoperator)
+                               FROM pg_aggregate a WHERE a.aggfnoid = p.oid)
+                       ELSE pg_get_functiondef(p.oid) END,
+                  obj_description(p.oid, 'pg_proc'),
                   p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
                   p.provolatile, p.proisstrict, p.proparallel, p.prosecdef, p.proowner::regrole::text,
                   p.pronamespace::regnamespace::text, p.prokind
@@ -82,6 +88,7 @@ def _function(conn: psycopg.Connection, oid: int) -> dict:
         "owner": row[9],
         "schema": row[10],
         "procedure": row[11] == "p",
+        "aggregate": row[11] == "a",
         "acl": _acl(conn, acl_sql, oid),
         "initial_acl": _initial_acl(conn, "pg_proc", oid),
     }

@@ -243,6 +243,39 @@ def test_sorts_and_index_builds_follow_the_key_order_through_the_sort_support(sh
                 assert conn.execute(by_key.format(first=first, way=way)).fetchone()[0] == expected, (first, way)
 
 
+def test_max_and_min_follow_the_key_order_from_the_index_end_or_any_scan(shared_cluster):
+    """max() and min() give the newest and oldest key in the key's order (keys past 2041, whose
+    stored value has its top bit set, included): from the btree index's end when there is one,
+    and the same by a plain, a parallel (combining the workers' results) and an empty scan."""
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "extremes", 20000)
+        conn.execute("""
+            INSERT INTO extremes (id) SELECT randflake_key_lowest(t) FROM unnest(%(times)s::timestamptz[]) t
+            UNION ALL SELECT randflake_key_highest(t) FROM unnest(%(times)s::timestamptz[]) t""",
+                     {"times": ["2026-01-01", "2040-06-01", "2045-01-01", "2058-01-01"]})
+        conn.execute("ANALYZE extremes")
+        expected = conn.execute("SELECT (SELECT id FROM extremes ORDER BY id DESC LIMIT 1),"
+                                " (SELECT id FROM extremes ORDER BY id LIMIT 1)").fetchone()
+        assert expected == conn.execute("SELECT randflake_key_highest('2058-01-01'), randflake_key_lowest('2026-01-01')"
+                                        ).fetchone()
+        query = "SELECT max(id), min(id) FROM extremes"
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}"))
+        assert "Index Only Scan Backward using extremes_pkey" in plan and "Seq Scan" not in plan, plan
+        assert conn.execute(query).fetchone() == expected
+        for setting in ("enable_indexscan = off", "enable_indexonlyscan = off", "enable_bitmapscan = off"):
+            conn.execute(f"SET {setting}")
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}"))
+        assert "Seq Scan" in plan, plan
+        assert conn.execute(query).fetchone() == expected
+        for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
+                        "max_parallel_workers_per_gather = 2"):
+            conn.execute(f"SET {setting}")
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN (ANALYZE) {query}"))
+        assert "Partial Aggregate" in plan and "Workers Launched: 2" in plan, plan
+        assert conn.execute(query).fetchone() == expected
+        assert conn.execute("SELECT max(id), min(id) FROM extremes WHERE false").fetchone() == (None, None)
+
+
 def test_a_time_range_is_an_index_range_scan(shared_cluster):
     with shared_cluster.connect() as conn:
         keyed_table(conn, "timed", 3000)

@@ -35,6 +35,8 @@ def render_function(function: dict, extension_schema: str) -> list[str]:
     name = function["name"] if function["schema"] == extension_schema else f"{function['schema']}.{function['name']}"
     if function["procedure"]:
         kind = ["- A procedure: `CALL` it, alone; its OUT parameters come back as one row"]
+    elif function["aggregate"]:
+        kind = ["- An aggregate", f"- Returns: `{function['result']}`", f"- Attributes: {function['attributes']}"]
     else:
         kind = [f"- Returns: `{function['result']}`", f"- Attributes: {function['attributes']}"]
     return [
