@@ -11,8 +11,20 @@
 //! succeed with the reply lost; a member learns whether a commit is durable only from what the
 //! coordinator shows of its WAL positions afterwards (`randflake::durability`); members are cut off from the coordinator,
 //! crash and restart with empty shared memory, or lose only their keeper; their clocks are
-//! skewed and stepped back and forth. After every run of IDs the simulation checks that no
-//! (second, node, sequence) has been issued twice.
+//! skewed and stepped back and forth. Beside the fleet, range-mode servers lease their own nodes
+//! from a table on themselves, through the same keeper machine: they restart (shared memory lost,
+//! the table kept) with clocks stepped back, a DBA deletes their rows, and their extension is
+//! dropped and created again, each while the server runs (a row deleted and then a restart is the
+//! one loss operating.md says a server does not survive).
+//!
+//! After every run of IDs the simulation checks that no (second, node, sequence) has been issued
+//! twice. After every call of a backend it checks the answer against the server's state before
+//! the call: a refusal only for the reason that state gives (a clock behind a second used, no
+//! lease, a clock before the lease beyond the high-water lead, a lease lapsed), never while the
+//! published lease allows the second, and a wait only where the rules say wait. And it checks
+//! liveness: the faults stop for a while every [`CYCLE_STEPS`] steps, the coordinator comes back
+//! with its standby, every member and server comes up, reachable, its clock stepped forward to
+//! the fleet's latest; then every one of them must issue IDs again within [`LIVENESS_BOUND_MS`].
 //!
 //! A run is reproducible from its seed, which a failure prints. With the keeper's durability
 //! rule switched off (`--features fault-grant-uncertain-commits`), the default budget must find
@@ -24,11 +36,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 
-use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server};
+use randflake::backend::{Backend, Event, NoNode, Published, Refill, Refusal, Server, FIRST_LEASE_WAIT, RENEWAL_WAIT};
 use randflake::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::keeper::{
     Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
 };
+use randflake::lease::HIGH_WATER_LEAD;
 use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
 use randflake::{Lease, Terms};
 
@@ -42,6 +55,22 @@ const LEASE_SECONDS: u64 = 20;
 /// reads further back than this from the fleet's latest second.
 const SECONDS_KEPT: u64 = 3_000;
 
+/// The range-mode servers' own nodes, outside the fleet's pool, and their terms.
+const RANGE_SERVERS: [(u32, u32); 2] = [(12, 14), (15, 17)];
+const RANGE_TERMS: Terms = Terms { length: 60, high_water_lead: Some(HIGH_WATER_LEAD) };
+
+/// Every this many steps (about half an hour of simulated time), the last [`HEALED_STEPS`] run
+/// without faults.
+const CYCLE_STEPS: u64 = 100_000;
+const HEALED_STEPS: u64 = 20_000;
+/// Once the faults stop and the clocks agree, every member and server issues again within this
+/// much real time. A member without a block takes the one that frees soonest: the pool's 4
+/// blocks have 6 members, so at most two wait, each for at most the lease that holds its block
+/// and one taken for later behind it (2 x 20 s), plus a tick for its own lease to be written
+/// (1 s); a range server waits at most its high-water lead (10 s) after a restart. Measured:
+/// see the summary's `slowest_recovery_ms`.
+const LIVENESS_BOUND_MS: u64 = 45_000;
+
 /// The default budget: this many seeds, each this many steps.
 const SEEDS: u64 = 8;
 const STEPS: u64 = 1_000_000;
@@ -54,10 +83,35 @@ type Rows = BTreeMap<(u64, u32, u64), (u32, u64, u64)>;
 /// One write of a member's transaction, applied to each copy of the table it reaches.
 #[derive(Clone, Debug)]
 enum Write {
-    Insert { holder: u64, lease: Lease },
-    Renew { holder: u64, key: LeaseKey, end: u64, used_through: u64, now: u64 },
-    Delete { holder: u64, key: LeaseKey },
-    Prune { first: u32, last: u32, before: u64 },
+    Insert {
+        holder: u64,
+        lease: Lease,
+    },
+    Renew {
+        holder: u64,
+        key: LeaseKey,
+        end: u64,
+        used_through: u64,
+        now: u64,
+    },
+    Delete {
+        holder: u64,
+        key: LeaseKey,
+    },
+    Prune {
+        first: u32,
+        last: u32,
+        before: u64,
+    },
+    /// A range-mode server's start: its leases of `first..=last` end at their high-water marks,
+    /// and those never used go.
+    EndOwn {
+        holder: u64,
+        first: u32,
+        last: u32,
+    },
+    /// DROP EXTENSION (the table goes) or a DBA's DELETE of every row.
+    Clear,
 }
 
 impl TableWrite for Write {
@@ -80,15 +134,30 @@ impl TableWrite for Write {
             Write::Prune { first, last, before } => {
                 rows.retain(|&(_, row_first, _), row| !(row_first >= first && row.0 <= last && row.1 < before));
             }
+            Write::EndOwn { holder, first, last } => {
+                let own = |&(row_holder, row_first, _): &(u64, u32, u64), row: &(u32, u64, u64)| {
+                    row_holder == holder && row_first <= last && row.0 >= first
+                };
+                rows.retain(|key, row| !own(key, row) || row.2 >= key.2);
+                for (key, row) in rows.iter_mut() {
+                    if own(key, row) {
+                        row.1 = row.1.min(row.2);
+                    }
+                }
+            }
+            Write::Clear => rows.clear(),
         }
     }
 }
 
 /// The coordinator: a primary, and a standby that replays what the primary committed, in order.
 /// WAL positions count commits: the primary's insert position, and how far the standby has
-/// flushed; a promotion starts a new timeline from the standby's position.
+/// flushed; a promotion starts a new timeline from the standby's position. A range-mode server's
+/// own database is one too, which never fails over.
 struct Coordinator {
     table: ReplicatedTable<Write>,
+    /// False between DROP EXTENSION and CREATE EXTENSION.
+    table_exists: bool,
     timeline: u32,
     wal_inserted: u64,
     standby_flushed: u64,
@@ -106,6 +175,7 @@ impl Coordinator {
     fn new() -> Self {
         Self {
             table: ReplicatedTable::new(),
+            table_exists: true,
             timeline: 1,
             wal_inserted: 0,
             standby_flushed: 0,
@@ -128,6 +198,12 @@ impl Coordinator {
     fn commit_on_primary(&mut self, writes: Vec<Write>) {
         self.table.commit_on_primary(writes);
         self.wal_inserted += 1;
+    }
+
+    /// A write of a DBA's, committed durably.
+    fn commit_durably(&mut self, write: Write) {
+        self.commit_on_primary(vec![write]);
+        self.replicate();
     }
 
     /// The standby, caught up, attaches again.
@@ -206,7 +282,7 @@ impl Transaction<'_> {
 impl LeaseStore for Transaction<'_> {
     fn check_table(&mut self) -> Result<TableCheck, StoreError> {
         self.reach()?;
-        Ok(TableCheck::Trusted)
+        Ok(if self.coordinator.table_exists { TableCheck::Trusted } else { TableCheck::Missing })
     }
 
     fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError> {
@@ -257,8 +333,10 @@ impl LeaseStore for Transaction<'_> {
         Ok(())
     }
 
-    fn end_own_leases(&mut self, _first: u32, _last: u32) -> Result<(), StoreError> {
-        unreachable!("fleet members do not resume their own leases")
+    fn end_own_leases(&mut self, first: u32, last: u32) -> Result<(), StoreError> {
+        self.reach()?;
+        self.pending.write(Write::EndOwn { holder: self.holder, first, last });
+        Ok(())
     }
 
     fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<(u32, u32, u64)>, StoreError> {
@@ -435,8 +513,15 @@ impl Server for BackendView<'_> {
     fn count(&mut self, _event: Event) {}
 }
 
+/// A fleet member, or a range-mode server.
 struct Member {
     holder: u64,
+    /// A range-mode server's own database, holding its lease table; `None` for a fleet member,
+    /// whose table is on the coordinator.
+    own_database: Option<Coordinator>,
+    /// A range-mode server whose rows were deleted, or whose table was dropped, and which has
+    /// not published a lease since: the bound on its seconds is in its shared memory alone.
+    bound_in_memory_only: bool,
     /// Seconds this member's clock reads ahead of (or, negative, behind) real time.
     clock_offset: i64,
     keeper: Keeper,
@@ -454,10 +539,22 @@ impl Member {
     fn new(holder: u64, blocks: u64, now_ms: u64) -> Self {
         let source =
             NodeSource::Fleet { pool_first: POOL.0, pool_last: POOL.1, block_size: BLOCK, preference: holder % blocks };
+        Self::with_keeper(holder, Keeper::new(source, Terms { length: LEASE_SECONDS, high_water_lead: None }), now_ms)
+    }
+
+    /// A range-mode server of nodes `first..=last`.
+    fn new_range(holder: u64, (first, last): (u32, u32), now_ms: u64) -> Self {
+        let keeper = Keeper::new(NodeSource::Range { first, last }, RANGE_TERMS);
+        Self { own_database: Some(Coordinator::new()), ..Self::with_keeper(holder, keeper, now_ms) }
+    }
+
+    fn with_keeper(holder: u64, keeper: Keeper, now_ms: u64) -> Self {
         Self {
             holder,
+            own_database: None,
+            bound_in_memory_only: false,
             clock_offset: 0,
-            keeper: Keeper::new(source, Terms { length: LEASE_SECONDS, high_water_lead: None }),
+            keeper,
             memory: SharedMemory::default(),
             backends: (0..BACKENDS).map(|_| Backend::new()).collect(),
             backend_waits: vec![0; BACKENDS],
@@ -521,25 +618,122 @@ struct Summary {
     uncertain_commits: u64,
     failovers: u64,
     refusals: u64,
+    /// Of the range-mode servers: restarts, DBA deletions of their rows, DROP EXTENSIONs.
+    range_restarts: u64,
+    rows_deleted: u64,
+    extension_drops: u64,
+    /// Times the faults stopped, and the longest any member or server then took to issue again.
+    heals: u64,
+    slowest_recovery_ms: u64,
 }
 
-/// Runs one seed for `steps` steps; the first duplicate found, described.
+/// The faults stop: the coordinator's primary up, its standby attached and synchronous, every
+/// member and server up and reachable, every range-mode server's table there, and every clock
+/// stepped forward to the latest (a step forward is no fault: nothing is refused for it).
+fn heal(coordinator: &mut Coordinator, members: &mut [Member], now_ms: u64) {
+    coordinator.primary_up = true;
+    coordinator.attach_standby();
+    coordinator.synchronous = true;
+    let latest = members.iter().map(|member| member.clock_offset).max().unwrap_or(0);
+    for member in members {
+        member.clock_offset = latest;
+        member.down_until = member.down_until.min(now_ms);
+        member.cut_off_until = 0;
+        member.backend_waits.fill(0);
+        if let Some(database) = &mut member.own_database {
+            database.table_exists = true;
+        }
+    }
+}
+
+/// Checks a backend's answer at clock reading `now` against its server's state before the call:
+/// the latest second any of its processes used, the leases it has taken since it started and
+/// the lease it published. The rules, in the order they apply: a clock behind a used second is
+/// refused; without a lease the backend waits (for the first, longer) or refuses; a clock before
+/// the lease's start waits if the start is at most the high-water lead (and the second being
+/// written) ahead, else it is refused; the second after the lease waits for its renewal, later
+/// ones are refused; within the lease, IDs of that second from the lease's nodes, or a wait for
+/// the next second when its nodes are spent.
+fn check_answer(
+    now: u64,
+    latest_used: u64,
+    leases_taken: u64,
+    published: Option<Published>,
+    answer: &Refill,
+) -> Result<(), String> {
+    let right = match published.map(|published| published.lease) {
+        _ if now < latest_used => *answer == Refill::Refused(Refusal::ClockBehind { now, used: latest_used }),
+        None => {
+            let limit = if leases_taken == 0 { FIRST_LEASE_WAIT } else { RENEWAL_WAIT };
+            *answer == Refill::AwaitLease { limit } || *answer == Refill::Refused(Refusal::NoLease)
+        }
+        Some(lease) if now < lease.start && lease.start - now <= HIGH_WATER_LEAD + 1 => {
+            *answer == Refill::WaitForSecond(lease.start)
+        }
+        Some(lease) if now < lease.start => {
+            *answer == Refill::Refused(Refusal::ClockBeforeLease { now, start: lease.start })
+        }
+        Some(lease) if now == lease.issuable_through() + 1 => *answer == Refill::AwaitLease { limit: RENEWAL_WAIT },
+        Some(lease) if now > lease.issuable_through() => {
+            *answer == Refill::Refused(Refusal::LeaseLapsed { now, through: lease.issuable_through() })
+        }
+        Some(lease) => match *answer {
+            Refill::Issued { first, count } => {
+                first.timestamp == now && (lease.first_node..=lease.last_node).contains(&first.node_id) && count >= 1
+            }
+            Refill::WaitForSecond(second) => second == now + 1,
+            _ => false,
+        },
+    };
+    if right {
+        Ok(())
+    } else {
+        Err(format!("latest second used {latest_used}, {leases_taken} leases taken, published {published:?}: answered {answer:?}"))
+    }
+}
+
+/// Runs one seed for `steps` steps; the first duplicate, wrong answer or member that does not
+/// recover, described.
 fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
     let mut random = Random(seed);
     let blocks = u64::from((POOL.1 - POOL.0) / BLOCK + 1);
     let mut now_ms = 0u64;
     let mut coordinator = Coordinator::new();
-    let mut members: Vec<Member> = (0..MEMBERS).map(|index| Member::new(1000 + index as u64, blocks, now_ms)).collect();
+    let fleet = (0..MEMBERS).map(|index| Member::new(1000 + index as u64, blocks, now_ms));
+    let range =
+        RANGE_SERVERS.iter().enumerate().map(|(index, &nodes)| Member::new_range(2000 + index as u64, nodes, now_ms));
+    let mut members: Vec<Member> = fleet.chain(range).collect();
     let mut issued = Issued::default();
     let mut summary = Summary::default();
     let mut standby_away_since: Option<u64> = None;
     let mut history = History::new(40, "ms");
+    // While the faults are healed: since when, and when each member first issued since.
+    let mut healed: Option<(u64, Vec<Option<u64>>)> = None;
 
     for step in 0..steps {
         summary.steps = step + 1;
         now_ms += random.below(40);
+        let faults = step % CYCLE_STEPS < CYCLE_STEPS - HEALED_STEPS;
+        if faults {
+            healed = None;
+        } else if healed.is_none() {
+            heal(&mut coordinator, &mut members, now_ms);
+            standby_away_since = None;
+            history.note(now_ms, "faults healed, clocks agree");
+            summary.heals += 1;
+            healed = Some((now_ms, vec![None; members.len()]));
+        }
+        if let Some((since, recovered)) = &healed {
+            if now_ms > since + LIVENESS_BOUND_MS {
+                if let Some(late) = recovered.iter().position(Option::is_none) {
+                    return Err(format!(
+                        "not live: seed {seed}, step {step}: member {late} issued nothing in the {LIVENESS_BOUND_MS} ms since the faults were healed at {since} ms\nlast events:\n{history}"
+                    ));
+                }
+            }
+        }
         // The coordinator's formation.
-        if random.chance(600) && coordinator.primary_up {
+        if faults && random.chance(600) && coordinator.primary_up {
             if coordinator.fail_over() {
                 history.note(now_ms, "coordinator primary killed; standby promoted");
             } else {
@@ -551,7 +745,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             coordinator.primary_up = true;
             history.note(now_ms, "coordinator primary back");
         }
-        if coordinator.standby_attached && random.chance(300) {
+        if faults && coordinator.standby_attached && random.chance(300) {
             coordinator.standby_attached = false;
             standby_away_since = Some(now_ms);
             history.note(now_ms, "standby went away");
@@ -571,16 +765,20 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             coordinator.replicate();
         }
 
-        let index = random.below(MEMBERS as u64) as usize;
+        let index = random.below(members.len() as u64) as usize;
         let member = &mut members[index];
         if now_ms < member.down_until {
             continue;
         }
-        // Faults of one member.
+        // Faults of one member or server.
         match random.below(1_000_000) {
-            0..=199 => {
+            _ if !faults => {}
+            // A range-mode server whose rows are gone must not restart before it published a
+            // lease again: its shared memory alone then bounds the seconds it used.
+            0..=199 if !member.bound_in_memory_only => {
                 member.crash(now_ms + random.below(5_000));
                 history.note(now_ms, format_args!("member {index} crashed"));
+                summary.range_restarts += u64::from(member.own_database.is_some());
                 continue;
             }
             200..=499 => member.cut_off_until = now_ms + random.below(20_000),
@@ -590,28 +788,55 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
                 history.note(now_ms, format_args!("member {index} clock offset now {}", member.clock_offset));
             }
             800..=1_099 => member.clock_offset += random.offset(1),
+            1_100..=1_199 => {
+                if let Some(database) = member.own_database.as_mut().filter(|database| database.table_exists) {
+                    database.commit_durably(Write::Clear);
+                    member.bound_in_memory_only = true;
+                    summary.rows_deleted += 1;
+                    history.note(now_ms, format_args!("member {index}: a DBA deleted its rows"));
+                }
+            }
+            1_200..=1_249 => {
+                if let Some(database) = member.own_database.as_mut().filter(|database| database.table_exists) {
+                    database.commit_durably(Write::Clear);
+                    database.table_exists = false;
+                    member.bound_in_memory_only = true;
+                    summary.extension_drops += 1;
+                    history.note(now_ms, format_args!("member {index}: DROP EXTENSION"));
+                }
+            }
+            1_250..=2_999 => {
+                if let Some(database) = member.own_database.as_mut().filter(|database| !database.table_exists) {
+                    database.table_exists = true;
+                    history.note(now_ms, format_args!("member {index}: CREATE EXTENSION"));
+                }
+            }
             _ => {}
         }
         let now = member.clock(now_ms);
         if now_ms >= member.next_tick_at {
             member.next_tick_at = now_ms + 1_000;
             let fate = match random.below(100) {
+                _ if !faults => Fate::Plain,
                 0..=7 => Fate::LocalOnly,
                 8..=10 => Fate::ReplyLost,
                 _ => Fate::Plain,
             };
+            // A range-mode server's table is its own, always reachable.
+            let reachable = member.own_database.is_some() || now_ms >= member.cut_off_until;
             let mut transaction = Transaction {
                 holder: member.holder,
-                pending: Pending::begin(&coordinator.table),
-                reachable: now_ms >= member.cut_off_until,
+                pending: Pending::begin(&member.own_database.as_ref().unwrap_or(&coordinator).table),
+                reachable,
                 fate,
                 standby_catches_up: random.chance(250_000),
-                coordinator: &mut coordinator,
+                coordinator: member.own_database.as_mut().unwrap_or(&mut coordinator),
             };
             let tick = member.keeper.tick(now, &mut transaction, &mut member.memory);
             match tick.outcome {
                 Outcome::Taken(lease) => {
                     summary.leases_taken += 1;
+                    member.bound_in_memory_only = false;
                     history.note(now_ms, format_args!("member {index} took {lease:?} at clock {now}"));
                 }
                 Outcome::Unconfirmed => summary.uncertain_commits += 1,
@@ -633,18 +858,32 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             member.backends[backend] = Backend::new();
             continue;
         }
+        let (latest_used, leases_taken, published) =
+            (member.memory.latest_used, member.memory.leases_taken, member.memory.published);
         let mut view = BackendView { memory: &mut member.memory, backend };
-        match member.backends[backend].refill(now, 2, 1 + random.below(8) as u32, &mut view) {
+        let answer = member.backends[backend].refill(now, 2, 1 + random.below(8) as u32, &mut view);
+        if let Err(wrong) = check_answer(now, latest_used, leases_taken, published, &answer) {
+            return Err(format!(
+                "wrong answer: seed {seed}, step {step}: member {index}'s backend {backend} at clock {now}: {wrong}\nlast events:\n{history}"
+            ));
+        }
+        match answer {
             Refill::Issued { first, count } => {
                 if let Some(other) = issued.record(first.timestamp, first.node_id, first.sequence, count, index) {
                     return Err(format!(
-                        "seed {seed}, step {step}: second {} node {} sequences {}..{} issued by member {index} and member {other} (coordinator failovers {})\nlast events:\n{history}",
+                        "duplicate: seed {seed}, step {step}: second {} node {} sequences {}..{} issued by member {index} and member {other} (coordinator failovers {})\nlast events:\n{history}",
                         first.timestamp,
                         first.node_id,
                         first.sequence,
                         first.sequence + count,
                         coordinator.failovers,
                     ));
+                }
+                if let Some((since, recovered)) = &mut healed {
+                    if recovered[index].is_none() {
+                        recovered[index] = Some(now_ms);
+                        summary.slowest_recovery_ms = summary.slowest_recovery_ms.max(now_ms - *since);
+                    }
                 }
             }
             Refill::WaitForSecond(second) => {
@@ -669,39 +908,57 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
 
 #[cfg(not(feature = "fault-grant-uncertain-commits"))]
 #[test]
-fn no_id_is_issued_twice_through_failovers_lost_commits_partitions_crashes_and_clock_steps() {
+fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commits_crashes_and_clock_steps() {
     let started = std::time::Instant::now();
     let mut total = Summary::default();
     let summaries =
-        common::run_seeds(SEEDS, |seed| simulate(seed, STEPS)).unwrap_or_else(|duplicate| panic!("{duplicate}"));
+        common::run_seeds(SEEDS, |seed| simulate(seed, STEPS)).unwrap_or_else(|failure| panic!("{failure}"));
     for (seed, summary) in summaries {
         assert!(summary.leases_taken > 100, "seed {seed}: too few leases to prove anything: {summary:?}");
         assert!(summary.ids > 100_000, "seed {seed}: too few IDs to prove anything: {summary:?}");
         assert!(summary.failovers > 10 && summary.uncertain_commits > 30, "seed {seed}: faults too rare: {summary:?}");
+        assert!(
+            summary.range_restarts > 5 && summary.rows_deleted > 2 && summary.extension_drops > 0,
+            "seed {seed}: range-mode faults too rare: {summary:?}"
+        );
+        assert_eq!(summary.heals, STEPS / CYCLE_STEPS, "seed {seed}: {summary:?}");
         total.steps += summary.steps;
         total.ids += summary.ids;
         total.leases_taken += summary.leases_taken;
         total.uncertain_commits += summary.uncertain_commits;
         total.failovers += summary.failovers;
         total.refusals += summary.refusals;
+        total.range_restarts += summary.range_restarts;
+        total.rows_deleted += summary.rows_deleted;
+        total.extension_drops += summary.extension_drops;
+        total.heals += summary.heals;
+        total.slowest_recovery_ms = total.slowest_recovery_ms.max(summary.slowest_recovery_ms);
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{} steps in {seconds:.1} s ({:.0} steps/s): {} IDs, {} leases, {} uncertain commits, {} failovers, {} refusals; no duplicate",
+        "{} steps in {seconds:.1} s ({:.0} steps/s): {} IDs, {} leases, {} uncertain commits, {} failovers, {} refusals, \
+         each for its reason; range-mode servers: {} restarts, {} deletions of their rows, {} DROP EXTENSIONs; \
+         no duplicate; after each of {} heals every member issued again, the slowest after {} ms",
         total.steps,
         total.steps as f64 / seconds,
         total.ids,
         total.leases_taken,
         total.uncertain_commits,
         total.failovers,
-        total.refusals
+        total.refusals,
+        total.range_restarts,
+        total.rows_deleted,
+        total.extension_drops,
+        total.heals,
+        total.slowest_recovery_ms,
     );
 }
 
 #[cfg(feature = "fault-grant-uncertain-commits")]
 #[test]
 fn with_uncertain_commits_granted_the_simulation_finds_a_duplicate() {
-    let duplicate = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
+    let failure = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
         .expect_err("the keeper granted uncertain commits, and the default budget found no duplicate");
-    println!("found, as it must be:\n{duplicate}");
+    assert!(failure.starts_with("duplicate"), "the simulation failed otherwise first:\n{failure}");
+    println!("found, as it must be:\n{failure}");
 }
