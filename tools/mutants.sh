@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make mutants: cargo-mutants over the decision files of the pure crate, one file at a time, and
+# each file's figure (caught of viable mutants). Usage: tools/mutants.sh [NAME...], NAME a file
+# of randflake/src/ without .rs (default: every decision file). Outcomes in target/mutants/NAME/.
+#
+# Each mutant is built in a copy of the tree (target/ is not copied, so the copy builds the
+# crate once, then each mutant's change alone), optimised (opt-level 1, with the debug build's
+# overflow checks), and tested by the tests that judge decisions: the crate's unit tests, the
+# tests of tests/*_rules.rs and both simulations. The codec and cipher tests (properties,
+# reference vectors) and the doctests check no decision and are left out.
+set -euo pipefail
+
+DECISION_FILES=(keeper backend lease generator app_lease table_rules durability)
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=("${DECISION_FILES[@]}")
+# A mutant whose tests run this long is stopped and counted as caught: the unmutated tests take
+# a fraction of it (the fleet simulation, the longest, about 15 s optimised on a quiet core).
+TIMEOUT=${MUTANTS_TIMEOUT:-240}
+OUT=target/mutants
+
+test_targets=(--lib --test fleet_simulation --test app_lease_simulation)
+for rules in randflake/tests/*_rules.rs; do
+    [ -e "$rules" ] && test_targets+=(--test "$(basename "$rules" .rs)")
+done
+
+export CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=false
+baseline=run
+for name in "${files[@]}"; do
+    mkdir -p "$OUT/$name"
+    # cargo-mutants' exit status says that mutants survived; the figure below says how many.
+    nice -n 10 cargo mutants --package randflake --file "randflake/src/$name.rs" --jobs 1 \
+        --timeout "$TIMEOUT" --baseline "$baseline" --output "$OUT/$name" --no-shuffle \
+        -- --features serde "${test_targets[@]}" || true
+    baseline=skip
+done
+
+python3 - "$OUT" "${files[@]}" <<'PY'
+import json, sys
+out, names = sys.argv[1], sys.argv[2:]
+for name in names:
+    outcomes = json.load(open(f"{out}/{name}/mutants.out/outcomes.json"))["outcomes"]
+    summary = {}
+    for outcome in outcomes:
+        if outcome["scenario"] == "Baseline":
+            continue
+        summary[outcome["summary"]] = summary.get(outcome["summary"], 0) + 1
+    caught = summary.get("CaughtMutant", 0) + summary.get("Timeout", 0)
+    viable = caught + summary.get("MissedMutant", 0)
+    share = f"{100 * caught / viable:.0f}%" if viable else "-"
+    print(f"{name}.rs: {caught} caught of {viable} viable ({share}); {summary.get('Timeout', 0)} of them by timeout, "
+          f"{summary.get('Unviable', 0)} unviable")
+    for missed in open(f"{out}/{name}/mutants.out/missed.txt").read().splitlines():
+        print(f"  missed: {missed}")
+PY
