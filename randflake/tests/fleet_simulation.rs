@@ -39,7 +39,7 @@ use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 use randflake::backend::{Backend, Event, NoNode, Published, Refill, Refusal, Server, FIRST_LEASE_WAIT, RENEWAL_WAIT};
 use randflake::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::keeper::{
-    Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck,
+    Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck, Tick,
 };
 use randflake::lease::HIGH_WATER_LEAD;
 use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
@@ -568,6 +568,32 @@ impl Member {
         (T0 as i64 + (now_ms / 1000) as i64 + self.clock_offset) as u64
     }
 
+    /// One tick of its keeper at clock reading `now`, over the coordinator (a fleet member's
+    /// table) or its own database (a range-mode server's, always reachable).
+    fn tick(
+        &mut self,
+        now: u64,
+        coordinator: &mut Coordinator,
+        reachable: bool,
+        fate: Fate,
+        standby_catches_up: bool,
+    ) -> Tick {
+        let mut transaction = Transaction {
+            holder: self.holder,
+            pending: Pending::begin(&self.own_database.as_ref().unwrap_or(coordinator).table),
+            reachable: reachable || self.own_database.is_some(),
+            fate,
+            standby_catches_up,
+            coordinator: self.own_database.as_mut().unwrap_or(coordinator),
+        };
+        self.keeper.tick(now, &mut transaction, &mut self.memory)
+    }
+
+    /// A call of backend `backend` for at most `max_ids` IDs at clock reading `now`.
+    fn refill(&mut self, backend: usize, now: u64, max_ids: u32) -> Refill {
+        self.backends[backend].refill(now, 2, max_ids, &mut BackendView { memory: &mut self.memory, backend })
+    }
+
     /// A crash: shared memory and every backend gone; the keeper starts over.
     fn crash(&mut self, until_ms: u64) {
         self.memory = SharedMemory::default();
@@ -822,17 +848,8 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
                 8..=10 => Fate::ReplyLost,
                 _ => Fate::Plain,
             };
-            // A range-mode server's table is its own, always reachable.
-            let reachable = member.own_database.is_some() || now_ms >= member.cut_off_until;
-            let mut transaction = Transaction {
-                holder: member.holder,
-                pending: Pending::begin(&member.own_database.as_ref().unwrap_or(&coordinator).table),
-                reachable,
-                fate,
-                standby_catches_up: random.chance(250_000),
-                coordinator: member.own_database.as_mut().unwrap_or(&mut coordinator),
-            };
-            let tick = member.keeper.tick(now, &mut transaction, &mut member.memory);
+            let reachable = now_ms >= member.cut_off_until;
+            let tick = member.tick(now, &mut coordinator, reachable, fate, random.chance(250_000));
             match tick.outcome {
                 Outcome::Taken(lease) => {
                     summary.leases_taken += 1;
@@ -860,8 +877,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
         }
         let (latest_used, leases_taken, published) =
             (member.memory.latest_used, member.memory.leases_taken, member.memory.published);
-        let mut view = BackendView { memory: &mut member.memory, backend };
-        let answer = member.backends[backend].refill(now, 2, 1 + random.below(8) as u32, &mut view);
+        let answer = member.refill(backend, now, 1 + random.below(8) as u32);
         if let Err(wrong) = check_answer(now, latest_used, leases_taken, published, &answer) {
             return Err(format!(
                 "wrong answer: seed {seed}, step {step}: member {index}'s backend {backend} at clock {now}: {wrong}\nlast events:\n{history}"
@@ -952,6 +968,32 @@ fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commit
         total.heals,
         total.slowest_recovery_ms,
     );
+}
+
+/// Range mode's own rule, which the simulation meets only by chance: after a restart the server
+/// resumes right after its leases' high-water marks, not after their ends, and its backends wait
+/// for that second only when it is at most the lead (and the second being written) away.
+#[test]
+fn a_range_server_restarted_with_its_clock_stepped_back_resumes_after_its_high_water_mark() {
+    let mut server = Member::new_range(2000, RANGE_SERVERS[0], 0);
+    let mut fleet_coordinator = Coordinator::new();
+    let mut tick =
+        |server: &mut Member, now| server.tick(now, &mut fleet_coordinator, true, Fate::Plain, false).outcome;
+    let Outcome::Taken(lease) = tick(&mut server, T0) else { panic!("no lease taken") };
+    assert_eq!((lease.start, lease.end, lease.used_through), (T0, T0 + 59, T0 + HIGH_WATER_LEAD));
+    assert!(matches!(server.refill(0, T0 + 5, 1), Refill::Issued { .. }));
+    let Outcome::Renewed(renewed) = tick(&mut server, T0 + 6) else { panic!("the high-water mark was not moved") };
+    assert_eq!((renewed.end, renewed.used_through), (T0 + 59, T0 + 6 + HIGH_WATER_LEAD));
+    server.crash(0);
+    let Outcome::Taken(resumed) = tick(&mut server, T0 - 30) else { panic!("no lease taken after the restart") };
+    assert_eq!(resumed.start, renewed.used_through + 1, "resumed right after the high-water mark");
+    assert_eq!(
+        server.refill(0, T0 - 30, 1),
+        Refill::Refused(Refusal::ClockBeforeLease { now: T0 - 30, start: T0 + 17 })
+    );
+    assert_eq!(server.refill(0, T0 + 5, 1), Refill::Refused(Refusal::ClockBeforeLease { now: T0 + 5, start: T0 + 17 }));
+    assert_eq!(server.refill(0, T0 + 6, 1), Refill::WaitForSecond(T0 + 17));
+    assert!(matches!(server.refill(0, T0 + 17, 1), Refill::Issued { .. }));
 }
 
 #[cfg(feature = "fault-grant-uncertain-commits")]
