@@ -248,11 +248,10 @@ impl Keeper {
                 Some(stored) if !intact(&stored, &lease) => Withdrawal::CutShort,
                 Some(_) => match self.terms.renewal(&lease, now) {
                     None => {
-                        // Only the deletion of unconfirmed rows needs its commit known durable.
-                        let needs_evidence = !unconfirmed.is_empty();
-                        return Ok(match self.commit(store, board, &unconfirmed, needs_evidence)? {
-                            Commit::Durable | Commit::Uncertain => Outcome::Holding,
-                        });
+                        // Nothing was written: unconfirmed leases are remembered only while none
+                        // is published, and forgotten before one is, so there were none to delete.
+                        store.commit(false)?;
+                        return Ok(Outcome::Holding);
                     }
                     Some((end, used_through)) => match store.renew(key, end, used_through, now)? {
                         Some((end, used_through)) => {
@@ -263,7 +262,7 @@ impl Keeper {
                             // ending later, before this lease starts, may still be in use. In a
                             // fleet, "now" is the earliest any member's clock may read.
                             store.prune_inside(&renewed, self.prune_bound(now).min(renewed.start))?;
-                            return Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
+                            return Ok(if granted(store.commit(true)?.commit()) {
                                 board.publish(renewed, true);
                                 Outcome::Renewed(renewed)
                             } else {
@@ -283,7 +282,8 @@ impl Keeper {
         // leaves the next one the row to delete.
         board.remember_unconfirmed(LeaseKey::from(&lease));
         store.insert(&lease)?;
-        Ok(if granted(self.commit(store, board, &unconfirmed, true)?) {
+        // A durable commit also confirms the deletion of the unconfirmed leases.
+        Ok(if granted(store.commit(true)?.commit()) {
             board.forget_unconfirmed();
             board.publish(lease, false);
             Outcome::Taken(lease)
@@ -298,22 +298,6 @@ impl Keeper {
             NodeSource::Range { .. } => now,
             NodeSource::Fleet { .. } => table_rules::prune_bound(now),
         }
-    }
-
-    /// Commits, and judges the store's evidence of the commit; a durable commit also confirms
-    /// the deletion of the unconfirmed leases.
-    fn commit(
-        &self,
-        store: &mut impl LeaseStore,
-        board: &mut impl Board,
-        deleted: &[LeaseKey],
-        needs_evidence: bool,
-    ) -> Result<Commit, StoreError> {
-        let commit = store.commit(needs_evidence)?.commit();
-        if commit == Commit::Durable && !deleted.is_empty() && board.unconfirmed() == deleted {
-            board.forget_unconfirmed();
-        }
-        Ok(commit)
     }
 
     /// The lease to take now, or `None` past the last second an ID can carry.
