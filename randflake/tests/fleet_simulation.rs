@@ -39,11 +39,11 @@ use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 use randflake::backend::{Backend, Event, NoNode, Published, Refill, Refusal, Server, FIRST_LEASE_WAIT, RENEWAL_WAIT};
 use randflake::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::keeper::{
-    Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck, Tick,
+    Board, Keeper, LeaseKey, LeaseStore, NodeSource, Outcome, StoreError, StoredLease, TableCheck, Tick, Withdrawal,
 };
 use randflake::lease::HIGH_WATER_LEAD;
 use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
-use randflake::{Lease, Terms};
+use randflake::{Lease, Terms, MAX_SECOND};
 
 const T0: u64 = 1_800_000_000;
 const POOL: (u32, u32) = (0, 11);
@@ -421,6 +421,10 @@ struct SharedMemory {
     node_holder: HashMap<u32, usize>,
     node_used_through: HashMap<u32, u64>,
     latest_used: u64,
+    /// What the backends counted for monitoring: refusals because of the clock, and because
+    /// of the lease.
+    clock_refusals: u64,
+    lease_refusals: u64,
 }
 
 impl Board for SharedMemory {
@@ -510,7 +514,13 @@ impl Server for BackendView<'_> {
         self.memory.node_holder.remove(&node);
     }
 
-    fn count(&mut self, _event: Event) {}
+    fn count(&mut self, event: Event) {
+        match event {
+            Event::ClockRefusal => self.memory.clock_refusals += 1,
+            Event::LeaseRefusal => self.memory.lease_refusals += 1,
+            Event::NodeSwitch => {}
+        }
+    }
 }
 
 /// A fleet member, or a range-mode server.
@@ -672,21 +682,36 @@ fn heal(coordinator: &mut Coordinator, members: &mut [Member], now_ms: u64) {
     }
 }
 
-/// Checks a backend's answer at clock reading `now` against its server's state before the call:
-/// the latest second any of its processes used, the leases it has taken since it started and
-/// the lease it published. The rules, in the order they apply: a clock behind a used second is
-/// refused; without a lease the backend waits (for the first, longer) or refuses; a clock before
-/// the lease's start waits if the start is at most the high-water lead (and the second being
-/// written) ahead, else it is refused; the second after the lease waits for its renewal, later
-/// ones are refused; within the lease, IDs of that second from the lease's nodes, or a wait for
-/// the next second when its nodes are spent.
-fn check_answer(
-    now: u64,
+/// What a backend's answer is checked against: its server's shared memory before the call.
+struct Before {
     latest_used: u64,
     leases_taken: u64,
     published: Option<Published>,
-    answer: &Refill,
-) -> Result<(), String> {
+    refusals_counted: (u64, u64),
+}
+
+impl Before {
+    fn read(memory: &SharedMemory) -> Self {
+        Self {
+            latest_used: memory.latest_used,
+            leases_taken: memory.leases_taken,
+            published: memory.published,
+            refusals_counted: (memory.clock_refusals, memory.lease_refusals),
+        }
+    }
+}
+
+/// Checks a backend's answer at clock reading `now` against its server's state before the call
+/// (the latest second any of its processes used, the leases it has taken since it started and
+/// the lease it published) and after it (the refusals counted). The rules, in the order they
+/// apply: a clock behind a used second is refused; without a lease the backend waits (for the
+/// first, longer) or refuses; a clock before the lease's start waits if the start is at most the
+/// high-water lead (and the second being written) ahead, else it is refused; the second after the
+/// lease waits for its renewal, later ones are refused; within the lease, IDs of that second from
+/// the lease's nodes, or a wait for the next second when its nodes are spent. Each refusal is
+/// counted once, as the clock's or the lease's.
+fn check_answer(now: u64, before: &Before, after: &SharedMemory, answer: &Refill) -> Result<(), String> {
+    let Before { latest_used, leases_taken, published, refusals_counted } = *before;
     let right = match published.map(|published| published.lease) {
         _ if now < latest_used => *answer == Refill::Refused(Refusal::ClockBehind { now, used: latest_used }),
         None => {
@@ -711,10 +736,24 @@ fn check_answer(
             _ => false,
         },
     };
-    if right {
-        Ok(())
+    let (clock, lease) = refusals_counted;
+    let counted = match answer {
+        Refill::Refused(Refusal::ClockBehind { .. } | Refusal::ClockBeforeLease { .. }) => (clock + 1, lease),
+        Refill::Refused(Refusal::LeaseLapsed { .. } | Refusal::NoLease) => (clock, lease + 1),
+        _ => (clock, lease),
+    };
+    if !right {
+        Err(format!(
+            "latest second used {latest_used}, {leases_taken} leases taken, published {published:?}: answered {answer:?}"
+        ))
+    } else if (after.clock_refusals, after.lease_refusals) != counted {
+        Err(format!(
+            "{answer:?} counted as {} clock and {} lease refusals",
+            after.clock_refusals - clock,
+            after.lease_refusals - lease
+        ))
     } else {
-        Err(format!("latest second used {latest_used}, {leases_taken} leases taken, published {published:?}: answered {answer:?}"))
+        Ok(())
     }
 }
 
@@ -875,10 +914,9 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             member.backends[backend] = Backend::new();
             continue;
         }
-        let (latest_used, leases_taken, published) =
-            (member.memory.latest_used, member.memory.leases_taken, member.memory.published);
+        let before = Before::read(&member.memory);
         let answer = member.refill(backend, now, 1 + random.below(8) as u32);
-        if let Err(wrong) = check_answer(now, latest_used, leases_taken, published, &answer) {
+        if let Err(wrong) = check_answer(now, &before, &member.memory, &answer) {
             return Err(format!(
                 "wrong answer: seed {seed}, step {step}: member {index}'s backend {backend} at clock {now}: {wrong}\nlast events:\n{history}"
             ));
@@ -994,6 +1032,81 @@ fn a_range_server_restarted_with_its_clock_stepped_back_resumes_after_its_high_w
     assert_eq!(server.refill(0, T0 + 5, 1), Refill::Refused(Refusal::ClockBeforeLease { now: T0 + 5, start: T0 + 17 }));
     assert_eq!(server.refill(0, T0 + 6, 1), Refill::WaitForSecond(T0 + 17));
     assert!(matches!(server.refill(0, T0 + 17, 1), Refill::Issued { .. }));
+}
+
+/// A tick that cannot reach the coordinator changes nothing: the published lease stays, and
+/// its backends issue under it until it lapses; the failure says why, for the server's log.
+#[test]
+fn a_member_cut_off_from_the_coordinator_keeps_issuing_under_its_lease_and_says_why() {
+    let mut member = Member::new(1000, 4, 0);
+    let mut coordinator = Coordinator::new();
+    let Outcome::Taken(lease) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
+        panic!("no lease taken")
+    };
+    let tick = member.tick(T0 + 10, &mut coordinator, false, Fate::Plain, false);
+    let Outcome::Failed(error) = tick.outcome else { panic!("the tick reached the coordinator: {tick:?}") };
+    assert_eq!(error.to_string(), "could not connect to the coordinator");
+    assert_eq!((tick.withdrawn, member.memory.published()), (None, Some(lease)));
+    assert!(matches!(member.refill(0, lease.end, 1), Refill::Issued { .. }));
+    assert_eq!(
+        member.refill(0, lease.end + 2, 1),
+        Refill::Refused(Refusal::LeaseLapsed { now: lease.end + 2, through: lease.end })
+    );
+}
+
+/// Rule 3's bound is per node: a member whose row is gone (a coordinator lost it) waits out the
+/// seconds it may have used on those nodes only, and takes another block that is free at once.
+#[test]
+fn a_member_whose_row_is_gone_takes_a_free_block_at_once() {
+    let mut member = Member::new(1000, 4, 0);
+    let mut coordinator = Coordinator::new();
+    let Outcome::Taken(lease) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
+        panic!("no lease taken")
+    };
+    coordinator.commit_durably(Write::Delete { holder: member.holder, key: LeaseKey::from(&lease) });
+    let tick = member.tick(T0 + 1, &mut coordinator, true, Fate::Plain, false);
+    assert_eq!(tick.withdrawn, Some((lease, Withdrawal::Gone)));
+    let Outcome::Taken(next) = tick.outcome else { panic!("no lease taken: {tick:?}") };
+    assert_ne!(next.first_node, lease.first_node, "the block it may have used is not taken again");
+    assert_eq!(next.start, T0 + 1, "another block is free now");
+}
+
+/// A renewal moves the end of the lease a backend follows; it keeps its node and goes on with
+/// the sequences of the second it is in.
+#[test]
+fn a_backend_keeps_its_node_through_a_renewal() {
+    let mut member = Member::new(1000, 4, 0);
+    let mut coordinator = Coordinator::new();
+    let Outcome::Taken(_) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
+        panic!("no lease taken")
+    };
+    let Refill::Issued { first, count } = member.refill(0, T0 + 7, 4) else { panic!("nothing issued") };
+    let Outcome::Renewed(_) = member.tick(T0 + 7, &mut coordinator, true, Fate::Plain, false).outcome else {
+        panic!("not renewed")
+    };
+    let Refill::Issued { first: next, .. } = member.refill(0, T0 + 7, 4) else { panic!("nothing issued") };
+    assert_eq!((next.node_id, next.sequence), (first.node_id, first.sequence + count));
+}
+
+/// The last second an ID can carry ends every lease: a clock past it is refused as such, and a
+/// clock before it, past a lease that ended earlier, as a lapsed lease.
+#[test]
+fn past_the_last_second_an_id_can_carry_nothing_is_issued() {
+    let mut member = Member::new(1000, 4, 0);
+    let last_lease =
+        Lease { first_node: 0, last_node: 2, start: MAX_SECOND - 10, end: MAX_SECOND, used_through: MAX_SECOND };
+    member.memory.publish(last_lease, false);
+    assert!(matches!(member.refill(0, MAX_SECOND, 1), Refill::Issued { .. }));
+    let past = Refusal::PastLastSecond { now: MAX_SECOND + 1 };
+    assert_eq!(member.refill(0, MAX_SECOND + 1, 1), Refill::Refused(past));
+    assert_eq!(past.to_string(), format!("second {} is past the last an ID can carry", MAX_SECOND + 1));
+    assert_eq!(member.refill(0, MAX_SECOND + 5, 1), Refill::Refused(Refusal::PastLastSecond { now: MAX_SECOND + 5 }));
+    let mut member = Member::new(1000, 4, 0);
+    member.memory.publish(Lease { end: MAX_SECOND - 5, used_through: MAX_SECOND - 5, ..last_lease }, false);
+    assert_eq!(
+        member.refill(0, MAX_SECOND, 1),
+        Refill::Refused(Refusal::LeaseLapsed { now: MAX_SECOND, through: MAX_SECOND - 5 })
+    );
 }
 
 #[cfg(feature = "fault-grant-uncertain-commits")]
