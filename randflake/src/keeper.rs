@@ -368,9 +368,10 @@ impl Blocks {
         (node.clamp(self.pool_first, self.pool_last) - self.pool_first) / self.size
     }
 
-    /// The block that can start soonest, and the latest end of any lease of its nodes. A
-    /// block's start is after its latest lease, and after `withdrawn`'s high-water mark if it
-    /// overlaps it; ties go to the block `preference` places on.
+    /// The block that can start soonest, and the latest end of any lease of its nodes, given
+    /// the leases of nodes overlapping the pool ([`LeaseStore::leases_of`]). A block's start is
+    /// after its latest lease, and after `withdrawn`'s high-water mark if it overlaps it; ties go
+    /// to the block `preference` places on.
     fn soonest_free(
         &self,
         leases: &[(u32, u32, u64)],
@@ -380,9 +381,6 @@ impl Blocks {
     ) -> (u32, u32, Option<u64>) {
         let mut latest: Vec<Option<u64>> = vec![None; self.count as usize];
         for &(first, last, end) in leases {
-            if last < self.pool_first || first > self.pool_last {
-                continue;
-            }
             for index in self.index_of(first)..=self.index_of(last) {
                 let slot = &mut latest[index as usize];
                 *slot = Some(slot.map_or(end, |known| known.max(end)));
