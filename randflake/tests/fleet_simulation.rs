@@ -46,7 +46,9 @@ use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
 use randflake::{Lease, Terms, MAX_SECOND};
 
 const T0: u64 = 1_800_000_000;
-const POOL: (u32, u32) = (0, 11);
+/// The fleet's pool, after the range-mode servers' nodes: a pool that starts at node 0 would hide
+/// block arithmetic that forgets its first node.
+const POOL: (u32, u32) = (6, 17);
 const BLOCK: u32 = 3;
 const MEMBERS: usize = 6;
 const BACKENDS: usize = 3;
@@ -55,8 +57,8 @@ const LEASE_SECONDS: u64 = 20;
 /// reads further back than this from the fleet's latest second.
 const SECONDS_KEPT: u64 = 3_000;
 
-/// The range-mode servers' own nodes, outside the fleet's pool, and their terms.
-const RANGE_SERVERS: [(u32, u32); 2] = [(12, 14), (15, 17)];
+/// The range-mode servers' own nodes, below the fleet's pool, and their terms.
+const RANGE_SERVERS: [(u32, u32); 2] = [(0, 2), (3, 5)];
 const RANGE_TERMS: Terms = Terms { length: 60, high_water_lead: Some(HIGH_WATER_LEAD) };
 
 /// Every this many steps (about half an hour of simulated time), the last [`HEALED_STEPS`] run
@@ -1093,8 +1095,13 @@ fn a_backend_keeps_its_node_through_a_renewal() {
 #[test]
 fn past_the_last_second_an_id_can_carry_nothing_is_issued() {
     let mut member = Member::new(1000, 4, 0);
-    let last_lease =
-        Lease { first_node: 0, last_node: 2, start: MAX_SECOND - 10, end: MAX_SECOND, used_through: MAX_SECOND };
+    let last_lease = Lease {
+        first_node: POOL.0,
+        last_node: POOL.0 + BLOCK - 1,
+        start: MAX_SECOND - 10,
+        end: MAX_SECOND,
+        used_through: MAX_SECOND,
+    };
     member.memory.publish(last_lease, false);
     assert!(matches!(member.refill(0, MAX_SECOND, 1), Refill::Issued { .. }));
     let past = Refusal::PastLastSecond { now: MAX_SECOND + 1 };
