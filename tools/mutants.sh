@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make mutants: cargo-mutants over the decision files of the pure crate, one file at a time, and
 # each file's figure (caught of viable mutants). Usage: tools/mutants.sh [NAME...], NAME a file
-# of randflake/src/ without .rs (default: every decision file). Outcomes in target/mutants/NAME/.
+# of randflake/src/ without .rs (default: every decision file). Outcomes in target/mutants/NAME/
+# (MUTANTS_OUT for another directory); MUTANTS_RE=regex tests only the mutants it matches (to
+# try survivors again after a change).
 #
 # Each mutant is built in a copy of the tree (target/ is not copied, so the copy builds the
 # crate once, then each mutant's change alone), optimised (opt-level 1, with the debug build's
@@ -16,7 +18,9 @@ files=("$@")
 # A mutant whose tests run this long is stopped and counted as caught: the unmutated tests take
 # a fraction of it (the fleet simulation, the longest, took 14 s here, two cores under load).
 TIMEOUT=${MUTANTS_TIMEOUT:-600}
-OUT=target/mutants
+OUT=${MUTANTS_OUT:-target/mutants}
+only=()
+[ -z "${MUTANTS_RE:-}" ] || only=(--re "$MUTANTS_RE")
 
 # The same targets and features for the build and the tests, so that each mutant is built once.
 targets=(--features serde --cargo-arg=--lib)
@@ -35,7 +39,7 @@ for name in "${files[@]}"; do
     # cargo-mutants' exit status says that mutants survived; the figure below says how many.
     nice -n 10 cargo mutants --package randflake --file "randflake/src/$name.rs" --jobs 1 \
         --timeout "$TIMEOUT" --build-timeout 1200 --baseline "$baseline" --output "$OUT/$name" --no-shuffle \
-        "${targets[@]}" "${skip[@]}" || true
+        "${only[@]}" "${targets[@]}" "${skip[@]}" || true
     baseline=skip
 done
 
