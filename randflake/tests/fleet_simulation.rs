@@ -1057,7 +1057,8 @@ fn a_member_cut_off_from_the_coordinator_keeps_issuing_under_its_lease_and_says_
 }
 
 /// Rule 3's bound is per node: a member whose row is gone (a coordinator lost it) waits out the
-/// seconds it may have used on those nodes only, and takes another block that is free at once.
+/// seconds it may have used on those nodes only, and takes another block that is free at once,
+/// even in the last second it used, when its own block would be free one second later.
 #[test]
 fn a_member_whose_row_is_gone_takes_a_free_block_at_once() {
     let mut member = Member::new(1000, 4, 0);
@@ -1066,11 +1067,40 @@ fn a_member_whose_row_is_gone_takes_a_free_block_at_once() {
         panic!("no lease taken")
     };
     coordinator.commit_durably(Write::Delete { holder: member.holder, key: LeaseKey::from(&lease) });
-    let tick = member.tick(T0 + 1, &mut coordinator, true, Fate::Plain, false);
+    let tick = member.tick(lease.used_through, &mut coordinator, true, Fate::Plain, false);
     assert_eq!(tick.withdrawn, Some((lease, Withdrawal::Gone)));
     let Outcome::Taken(next) = tick.outcome else { panic!("no lease taken: {tick:?}") };
     assert_ne!(next.first_node, lease.first_node, "the block it may have used is not taken again");
-    assert_eq!(next.start, T0 + 1, "another block is free now");
+    assert_eq!(next.start, lease.used_through, "another block is free now");
+}
+
+/// A block is free the second after its latest lease ends: in that lease's last second, a block
+/// free now goes first, even against the member's preference.
+#[test]
+fn a_block_free_now_goes_before_one_whose_lease_ends_now() {
+    let mut member = Member::new(1000, 4, 0);
+    let mut coordinator = Coordinator::new();
+    let preferred =
+        Lease { first_node: POOL.0, last_node: POOL.0 + BLOCK - 1, start: T0 - 10, end: T0, used_through: T0 };
+    coordinator.commit_durably(Write::Insert { holder: 1001, lease: preferred });
+    let Outcome::Taken(lease) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
+        panic!("no lease taken")
+    };
+    assert_eq!((lease.first_node, lease.start), (POOL.0 + BLOCK, T0));
+}
+
+/// A preference names a block counted round the pool, however large (randflake_pg passes a hash
+/// of the server's identity reduced to the pool, but the keeper takes any).
+#[test]
+fn a_preference_past_the_last_block_counts_on_from_the_first() {
+    let source =
+        NodeSource::Fleet { pool_first: POOL.0, pool_last: POOL.1, block_size: BLOCK, preference: 4 * 1000 + 2 };
+    let mut member =
+        Member::with_keeper(1000, Keeper::new(source, Terms { length: LEASE_SECONDS, high_water_lead: None }), 0);
+    let Outcome::Taken(lease) = member.tick(T0, &mut Coordinator::new(), true, Fate::Plain, false).outcome else {
+        panic!("no lease taken")
+    };
+    assert_eq!(lease.first_node, POOL.0 + 2 * BLOCK);
 }
 
 /// A renewal moves the end of the lease a backend follows; it keeps its node and goes on with
