@@ -16,8 +16,8 @@ DECISION_FILES=(keeper backend app_lease lease generator table_rules durability)
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=("${DECISION_FILES[@]}")
 # A mutant whose tests run this long (MUTANTS_TIMEOUT) is stopped and counted as caught (a test
-# that loops for ever catches it); the unmutated tests take
-# a fraction of it (the fleet simulation, the longest, took 14 s here, two cores under load).
+# that loops for ever catches it); the unmutated tests take a fraction of it (the fleet
+# simulation, the longest, took 14 s here, two cores under load).
 TIMEOUT=${MUTANTS_TIMEOUT:-180}
 OUT=${MUTANTS_OUT:-target/mutants}
 only=()
