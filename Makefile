@@ -53,7 +53,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom glue-unit lint pgtest server-tests installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -69,6 +69,7 @@ help:
 	@echo "make check         the fast loop (under a minute on a warm tree): formatting, the module rules, the pure crate's"
 	@echo "                   tests with the fleet simulation, and the extension's tests that need no server"
 	@echo "make loom          the model check of the shared-memory protocols (make test runs it)"
+	@echo "make mutants       cargo-mutants over the pure crate's decision files, each file's caught/viable figure (hours; not in make test)"
 	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, the module rules (make test runs it)"
 	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
 	@echo "                   suites after the first major)"
@@ -169,6 +170,13 @@ unit:
 loom:
 	cargo test -p randflake --features loom --test shared_memory_model
 	cargo test -p randflake --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
+
+# Mutation testing of the pure crate's decision files (tools/mutants.sh; MUTANTS_FILES=keeper ...
+# for some of them). Hours on two cores: neither make test nor CI runs it, and only it installs
+# cargo-mutants.
+mutants:
+	@RANDFLAKE_DEPS_CARGO_MUTANTS=1 tools/deps.sh
+	tools/mutants.sh $(MUTANTS_FILES)
 
 # The extension's plain #[test]s, which need no server (the #[pg_test]s run under `make pgtest`):
 # settings' checks and the error declarations against docs/errors.md. Built with pg_test, as

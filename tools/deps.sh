@@ -114,6 +114,14 @@ if ! "${CARGO_HOME:-$HOME/.cargo}/bin/pgxn_meta" --version 2>/dev/null | grep -q
     cargo install pgxn_meta --version "$PGXN_META_VERSION" --locked --quiet
 fi
 
+# cargo-mutants, for `make mutants` alone, which asks for it: neither make test nor CI needs it.
+CARGO_MUTANTS_VERSION=27.1.0
+if [ -n "${RANDFLAKE_DEPS_CARGO_MUTANTS:-}" ] &&
+    ! cargo mutants --version 2>/dev/null | grep -q " $CARGO_MUTANTS_VERSION\$"; then
+    echo "deps: installing cargo-mutants $CARGO_MUTANTS_VERSION"
+    cargo install cargo-mutants --version "$CARGO_MUTANTS_VERSION" --locked --quiet
+fi
+
 # pgrx's configuration names every major that is here, so that switching majors needs no init.
 # An entry whose pg_config is gone (a deleted checkout's) breaks every build of pgrx-pg-sys, and
 # cargo pgrx init keeps the entries it is not given: such entries are removed here.

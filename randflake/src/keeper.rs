@@ -222,7 +222,7 @@ impl Keeper {
     /// lease, takes a new one if there is none, commits, and publishes only what committed
     /// durably. The caller abandons the transaction if the tick failed.
     pub fn tick(&self, now: u64, store: &mut impl LeaseStore, board: &mut impl Board) -> Tick {
-        let mut run = TickRun { keeper: self, now, store, board, unconfirmed: Vec::new(), withdrawn: None };
+        let mut run = TickRun { keeper: self, now, store, board, withdrawn: None };
         let outcome = run.step().unwrap_or_else(Outcome::Failed);
         Tick { withdrawn: run.withdrawn, outcome }
     }
@@ -243,8 +243,6 @@ struct TickRun<'a, S, B> {
     now: u64,
     store: &'a mut S,
     board: &'a mut B,
-    /// The leases unconfirmed when the tick began.
-    unconfirmed: Vec<LeaseKey>,
     /// The published lease withdrawn, and why.
     withdrawn: Option<(Lease, Withdrawal)>,
 }
@@ -278,10 +276,10 @@ impl<S: LeaseStore, B: Board> TickRun<'_, S, B> {
     /// cannot tell an unconfirmed row from a used one), so there they are left to end, and
     /// count as used meanwhile.
     fn settle_unconfirmed(&mut self) -> Result<(), StoreError> {
-        self.unconfirmed = self.board.unconfirmed();
+        let unconfirmed = self.board.unconfirmed();
         match self.keeper.source {
             NodeSource::Fleet { .. } => self.board.forget_unconfirmed(),
-            NodeSource::Range { .. } => self.unconfirmed.iter().try_for_each(|key| self.store.delete(*key))?,
+            NodeSource::Range { .. } => unconfirmed.iter().try_for_each(|key| self.store.delete(*key))?,
         }
         Ok(())
     }
@@ -314,10 +312,11 @@ impl<S: LeaseStore, B: Board> TickRun<'_, S, B> {
             .map_or(Standing::Lost(Withdrawal::Expired), |renewal| Standing::Renewed(lease.renewed(renewal))))
     }
 
-    /// An intact lease with no renewal due: only the deletion of unconfirmed rows, if any, is
-    /// committed, and only it needs its commit known durable. The lease stands either way.
+    /// An intact lease with no renewal due: nothing was written (leases are remembered as
+    /// unconfirmed only while none is published, and forgotten before one is, so there were
+    /// none to delete), so the commit needs no evidence. The lease stands either way.
     fn hold(&mut self) -> Result<Outcome, StoreError> {
-        self.commit(!self.unconfirmed.is_empty())?;
+        self.store.commit(false)?;
         Ok(Outcome::Holding)
     }
 
@@ -342,7 +341,7 @@ impl<S: LeaseStore, B: Board> TickRun<'_, S, B> {
 
     /// Rule 1: commits, and publishes what was written only if the commit is durable.
     fn publish_if_granted(&mut self, written: Written) -> Result<Outcome, StoreError> {
-        if !granted(self.commit(true)?) {
+        if !granted(self.store.commit(true)?.commit()) {
             return Ok(Outcome::Unconfirmed);
         }
         Ok(match written {
@@ -358,16 +357,6 @@ impl<S: LeaseStore, B: Board> TickRun<'_, S, B> {
                 Outcome::Taken(lease)
             }
         })
-    }
-
-    /// Commits, and judges the store's evidence of the commit; a durable commit also confirms
-    /// the deletion of the unconfirmed leases.
-    fn commit(&mut self, needs_evidence: bool) -> Result<Commit, StoreError> {
-        let commit = self.store.commit(needs_evidence)?.commit();
-        if commit == Commit::Durable && !self.unconfirmed.is_empty() && self.board.unconfirmed() == self.unconfirmed {
-            self.board.forget_unconfirmed();
-        }
-        Ok(commit)
     }
 
     /// The lease to take now, or `None` past the last second an ID can carry.
@@ -451,9 +440,10 @@ impl Blocks {
         (node.clamp(self.pool_first, self.pool_last) - self.pool_first) / self.size
     }
 
-    /// The block that can start soonest, and the latest end of any lease of its nodes. A
-    /// block's start is after its latest lease, and after `withdrawn`'s high-water mark if it
-    /// overlaps it; ties go to the block `preference` places on.
+    /// The block that can start soonest, and the latest end of any lease of its nodes, given
+    /// the leases of nodes overlapping the pool ([`LeaseStore::leases_of`]). A block's start is
+    /// after its latest lease, and after `withdrawn`'s high-water mark if it overlaps it; ties go
+    /// to the block `preference` places on.
     fn soonest_free(
         &self,
         leases: &[LeasedBlock],
@@ -463,9 +453,6 @@ impl Blocks {
     ) -> (u32, u32, Option<u64>) {
         let mut latest: Vec<Option<u64>> = vec![None; self.count as usize];
         for lease in leases {
-            if lease.last_node < self.pool_first || lease.first_node > self.pool_last {
-                continue;
-            }
             for index in self.index_of(lease.first_node)..=self.index_of(lease.last_node) {
                 let slot = &mut latest[index as usize];
                 *slot = Some(slot.map_or(lease.end, |known| known.max(lease.end)));

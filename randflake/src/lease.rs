@@ -99,9 +99,7 @@ impl Terms {
             return None;
         }
         let end = (start + self.length - 1).min(MAX_SECOND);
-        let mut lease = Lease { first_node, last_node, start, end, used_through: start - 1 };
-        lease.used_through = self.high_water(&lease, now);
-        Some(lease)
+        Some(Lease { first_node, last_node, start, end, used_through: self.high_water(start, end, now) })
     }
 
     /// The end and high-water mark to record now, or `None` while the stored values still have
@@ -119,15 +117,16 @@ impl Terms {
             Some(lead) => lease.used_through < (from + lead / 2).min(renewed.end),
         };
         if high_water_due {
-            renewed.used_through = self.high_water(&renewed, now).max(lease.used_through);
+            renewed.used_through = self.high_water(renewed.start, renewed.end, now).max(lease.used_through);
         }
         (renewed != *lease).then_some(Renewal { end: renewed.end, used_through: renewed.used_through })
     }
 
-    fn high_water(&self, lease: &Lease, now: u64) -> u64 {
+    /// The high-water mark to record now for a lease of the seconds `start..=end`.
+    fn high_water(&self, start: u64, end: u64, now: u64) -> u64 {
         match self.high_water_lead {
-            None => lease.end,
-            Some(lead) => (now.max(lease.start) + lead).min(lease.end),
+            None => end,
+            Some(lead) => (now.max(start) + lead).min(end),
         }
     }
 }

@@ -369,6 +369,42 @@ fn no_second_of_a_node_is_used_twice_through_failovers_unconfirmed_commits_lost_
     println!("{total:?} in {:.1} s; no (second, node) used twice", started.elapsed().as_secs_f64());
 }
 
+/// One call of `holder`, whose commit, if it makes one, is confirmed and its reply arrives.
+fn call<R>(server: &mut Server, holder: usize, decide: impl FnOnce(&mut Session) -> R) -> R {
+    let mut random = Random(1);
+    let mut session = Session::new(server, &mut random, holder);
+    let result = decide(&mut session);
+    assert!(
+        session.committed != Some(CommitEvidence::Unconfirmed) && !session.reply_lost,
+        "the seed was chosen for a confirmed commit and its reply"
+    );
+    result
+}
+
+/// The table keeps a window's node from others through its last second, and no longer.
+#[test]
+fn a_node_is_free_again_the_second_its_window_ends() {
+    let mut server = Server { table: ReplicatedTable::new(), stalled: false, clocks: (0, 0) };
+    let one_node = (POOL.0, POOL.0);
+    let window = call(&mut server, 0, |session| app_lease::acquire(session, one_node, T0, T0 + 59, 0)).unwrap();
+    assert_eq!(window.end_exclusive, T0 + 60);
+    assert_eq!(
+        call(&mut server, 1, |session| app_lease::acquire(session, one_node, T0 + 59, T0 + 70, 0)),
+        Err(AppLeaseRefusal::PoolExhausted)
+    );
+    let next = call(&mut server, 1, |session| app_lease::acquire(session, one_node, T0 + 60, T0 + 70, 0));
+    assert_eq!(next, Ok(AppWindow { node: POOL.0, start: T0 + 60, end_exclusive: T0 + 71 }));
+}
+
+/// A lease is live through its last second: released then, it is released, not left to end.
+#[test]
+fn a_lease_released_in_its_last_second_is_released() {
+    let mut server = Server { table: ReplicatedTable::new(), stalled: false, clocks: (0, 0) };
+    let window = call(&mut server, 0, |session| app_lease::acquire(session, POOL, T0, T0 + 9, 0)).unwrap();
+    assert_eq!(call(&mut server, 0, |session| app_lease::release(session, window.node, T0 + 9)), Ok(true));
+    assert!(server.table.primary[&(window.node, T0)].released);
+}
+
 #[cfg(feature = "fault-grant-uncertain-app-leases")]
 #[test]
 fn with_unconfirmed_commits_returned_the_simulation_finds_a_duplicate() {
