@@ -63,10 +63,14 @@ def replicated_pair(make_cluster) -> tuple[Cluster, Cluster]:
     standby = make_standby(make_cluster, primary, f"cluster_name = '{STANDBY_NAME}'")
     standby.start()
     with admin(primary) as conn:
+        # Synchronous, and with a flush position: until its first reply, PostgreSQL does not count
+        # a connected standby as one that can confirm a commit.
         wait_for(
             lambda: conn.execute(
-                "SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = %s", (STANDBY_NAME,)
-            ).fetchone(),
+                """SELECT count(*) > 0 FROM pg_stat_replication
+                    WHERE application_name = %s AND sync_state = 'sync' AND flush_lsn IS NOT NULL""",
+                (STANDBY_NAME,),
+            ).fetchone()[0],
             30,
             "the standby to replicate synchronously",
         )

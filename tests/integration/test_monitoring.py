@@ -246,7 +246,14 @@ def test_the_exporter_shows_what_randflake_status_reports(make_cluster, fake_clo
 
         # The keeper's database dropped: no keeper, and the server says why.
         conn.execute("DROP DATABASE leases WITH (FORCE)")
-        wait_for(lambda: status_now(conn)["keeper_pid"] is None, 15, "the keeper to stop")
+        # The keeper stops at once; the launcher says why at its next look for the database.
+        wait_for(
+            lambda: (lambda status: status["keeper_pid"] is None and "waiting for its database" in status["state"])(
+                status_now(conn)
+            ),
+            15,
+            "the keeper to stop and the launcher to wait for its database",
+        )
         samples, seen = scrape_and_check(exporter, conn, cluster)
         assert one(samples, "randflake_keeper_up")[1] == 0
         assert "waiting for its database" in seen["state"], seen
