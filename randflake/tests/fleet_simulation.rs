@@ -1037,15 +1037,21 @@ fn a_range_server_restarted_with_its_clock_stepped_back_resumes_after_its_high_w
     assert!(matches!(server.refill(0, T0 + 17, 1), Refill::Issued { .. }));
 }
 
+/// The lease `member` takes at `T0`, its commit durable on a reachable coordinator.
+fn takes_a_lease(member: &mut Member, coordinator: &mut Coordinator) -> Lease {
+    let Outcome::Taken(lease) = member.tick(T0, coordinator, true, Fate::Plain, false).outcome else {
+        panic!("no lease taken")
+    };
+    lease
+}
+
 /// A tick that cannot reach the coordinator changes nothing: the published lease stays, and
 /// its backends issue under it until it lapses; the failure says why, for the server's log.
 #[test]
 fn a_member_cut_off_from_the_coordinator_keeps_issuing_under_its_lease_and_says_why() {
     let mut member = Member::new(1000, 4, 0);
     let mut coordinator = Coordinator::new();
-    let Outcome::Taken(lease) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
-        panic!("no lease taken")
-    };
+    let lease = takes_a_lease(&mut member, &mut coordinator);
     let tick = member.tick(T0 + 10, &mut coordinator, false, Fate::Plain, false);
     let Outcome::Failed(error) = tick.outcome else { panic!("the tick reached the coordinator: {tick:?}") };
     assert_eq!(error.to_string(), "could not connect to the coordinator");
@@ -1064,9 +1070,7 @@ fn a_member_cut_off_from_the_coordinator_keeps_issuing_under_its_lease_and_says_
 fn a_member_whose_row_is_gone_takes_a_free_block_at_once() {
     let mut member = Member::new(1000, 4, 0);
     let mut coordinator = Coordinator::new();
-    let Outcome::Taken(lease) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
-        panic!("no lease taken")
-    };
+    let lease = takes_a_lease(&mut member, &mut coordinator);
     coordinator.commit_durably(Write::Delete { holder: member.holder, key: LeaseKey::from(&lease) });
     let tick = member.tick(lease.used_through, &mut coordinator, true, Fate::Plain, false);
     assert_eq!(tick.withdrawn, Some((lease, Withdrawal::Gone)));
@@ -1084,9 +1088,7 @@ fn a_block_free_now_goes_before_one_whose_lease_ends_now() {
     let preferred =
         Lease { first_node: POOL.0, last_node: POOL.0 + BLOCK - 1, start: T0 - 10, end: T0, used_through: T0 };
     coordinator.commit_durably(Write::Insert { holder: 1001, lease: preferred });
-    let Outcome::Taken(lease) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
-        panic!("no lease taken")
-    };
+    let lease = takes_a_lease(&mut member, &mut coordinator);
     assert_eq!((lease.first_node, lease.start), (POOL.0 + BLOCK, T0));
 }
 
