@@ -511,12 +511,17 @@ def check_program_report(server: Cluster, dbname: str, report: dict, note_prefix
     return truth
 
 
-def test_node_postgres_recipe(server, node):
-    dbname = recipe_database(server, "node_app")
-    result = subprocess.run([node, "recipe.mjs"], cwd=NODE_EXAMPLE, env=client_env(server, dbname),
+def node_report(server, node: str, dbname: str, script: str) -> dict:
+    """Runs one of the node-postgres example's scripts against `dbname`; its JSON report."""
+    result = subprocess.run([node, script], cwd=NODE_EXAMPLE, env=client_env(server, dbname),
                             capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stderr) == (0, ""), result.stderr
-    report = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def test_node_postgres_recipe(server, node):
+    dbname = recipe_database(server, "node_app")
+    report = node_report(server, node, dbname, "recipe.mjs")
     assert report["defaultType"] == "string"
     check_program_report(server, dbname, report, "node order")
     # Number() keeps an ID only when a double can hold it; Python's float rounds the same way.
@@ -526,10 +531,7 @@ def test_node_postgres_recipe(server, node):
 
 def test_node_postgres_reads_and_writes_randflake_key_as_its_string(server, node):
     dbname = recipe_database(server, "node_keyed")
-    result = subprocess.run([node, "keyed.mjs"], cwd=NODE_EXAMPLE, env=client_env(server, dbname),
-                            capture_output=True, text=True, timeout=120)
-    assert (result.returncode, result.stderr) == (0, ""), result.stderr
-    report = json.loads(result.stdout)
+    report = node_report(server, node, dbname, "keyed.mjs")
     publics = check_keyed_rows(server, dbname, {row["id"]: row["note"] for row in report["rows"]})
     assert {row["id"]: int(row["public"]) for row in report["rows"]} == publics
     assert sorted(report["fromJson"], key=lambda row: row["note"]) == sorted(
