@@ -34,6 +34,7 @@ BENCH_SCALE_OUT  ?= bench/results/scale-0.6.0
 BENCH_SCALE_ARGS ?=
 # Extra arguments for bench/bench.py, e.g. BENCH_ARGS="--rounds 3 --bulk-rows 2000000".
 BENCH_ARGS  ?=
+UNDER_LOAD_ROUNDS ?= 5
 SOAK_ARGS   ?= --duration 600 --clients 32
 FUZZ_SECONDS ?= 600
 # The integration suites run in this many pytest-xdist workers, each with its own ports and
@@ -53,7 +54,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -71,6 +72,7 @@ help:
 	@echo "make loom          the model check of the shared-memory protocols (make test runs it)"
 	@echo "make mutants       cargo-mutants over the pure crate's decision files, each file's caught/viable figure (hours; not in make test)"
 	@echo "make lint          cargo fmt --check, cargo clippy -D warnings on both crates, the module rules (make test runs it)"
+	@echo "make test-under-load  the integration suites UNDER_LOAD_ROUNDS (5) times in a row while stress-ng takes every core"
 	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
 	@echo "                   suites after the first major)"
 	@echo "make docs          rewrite docs/errors.md's table from src/errors.rs and docs/sql-reference.md from the installed"
@@ -207,6 +209,11 @@ server-tests:
 	@$(STAGED) PGHOST=$(SCRATCH) PGPORT=$(TEST_PORT) tests/run-regress.sh || { tests/scratch-cluster.sh destroy $(SCRATCH); exit 1; }
 	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)
 	$(STAGED) $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(or $(PYTEST_ARGS),tests/integration)
+
+# The integration suites while stress-ng takes every core, as a busy CI machine's neighbours would
+# (docs/development.md#under-load); not in make test: each round takes twice a quiet one.
+test-under-load: install-package
+	@tools/under-load.sh $(UNDER_LOAD_ROUNDS) target/under-load
 
 docs: install
 	RANDFLAKE_WRITE_DOCS=1 cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features errors::tests

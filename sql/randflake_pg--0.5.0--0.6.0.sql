@@ -286,6 +286,12 @@ REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_sequence(@extschema@.randfl
 -- covers its commit, and the commit is durable once durable_lsn reaches it on the same system
 -- and timeline (randflake::durability decides). SECURITY DEFINER because pg_control_system()
 -- and pg_stat_get_wal_senders()'s positions are hidden from roles without pg_read_all_stats.
+CREATE FUNCTION randflake.flush_inserted_wal() RETURNS pg_catalog.pg_lsn
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_flush_inserted_wal_wrapper';
+COMMENT ON FUNCTION randflake.flush_inserted_wal() IS
+'Flushes this server''s WAL through the end of every record inserted so far and returns that position (NULL on a standby): randflake.wal_durability()''s insert_lsn. A record inserted after a commit on an otherwise idle server would stay unflushed, and a keeper comparing the flush position with the insert position would wait for it in vain.';
+REVOKE ALL ON FUNCTION randflake.flush_inserted_wal() FROM PUBLIC;
+
 CREATE FUNCTION randflake.wal_durability(OUT system_identifier bigint, OUT timeline bigint,
                                          OUT insert_lsn pg_catalog.pg_lsn, OUT durable_lsn pg_catalog.pg_lsn)
 LANGUAGE plpgsql
@@ -302,8 +308,10 @@ BEGIN
         RAISE EXCEPTION 'randflake_pg: this server is in recovery, so it shows no commit as durable'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    -- First: every commit that had returned before this call ends at or before it.
-    insert_lsn := pg_catalog.pg_current_wal_insert_lsn();
+    -- First: every commit that had returned before this call ends at or before it, and
+    -- everything up to it is flushed here, as the commits were (records inserted since, which
+    -- no commit flushed, would otherwise hold durable_lsn back on an idle server).
+    insert_lsn := randflake.flush_inserted_wal();
     system_identifier := (pg_catalog.pg_control_system()).system_identifier;
     -- A WAL file's name begins with the timeline it is written on, in 8 hex digits.
     timeline := pg_catalog.int8(pg_catalog.textcat('x', pg_catalog.left(pg_catalog.pg_walfile_name(insert_lsn), 8))::pg_catalog.bit(32));

@@ -586,3 +586,12 @@ fn authorize_lease_write<'a>(
     };
     lease_table::authorize_write(trigger, table_use)
 }
+
+/// Flushes this server's WAL through the end of what was inserted and returns that position (a
+/// `pg_lsn`; NULL on a standby): the insert position of `randflake.wal_durability()`, which a
+/// lease keeper compares with the flush position after its commit returned. Declared in
+/// sql/randflake_pg--0.5.0--0.6.0.sql.
+#[pg_extern(volatile, sql = false)]
+fn randflake_flush_inserted_wal() -> Option<i64> {
+    pg::backend::flush_inserted_wal().map(|end| end as i64)
+}

@@ -38,6 +38,47 @@ pub fn system_identity() -> (u64, u32) {
     unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::GetWALInsertionTimeLine()) }
 }
 
+/// Flushes this server's WAL through the end of every record inserted so far, as a commit
+/// flushes through its own record, and returns that end; `None` on a standby, which inserts none.
+///
+/// A record inserted after a commit and before the next one (the running transactions that the
+/// background writer logs for standbys, a hint bit's full-page image) lies on a page that the WAL
+/// writer leaves unflushed while the server is otherwise idle: a lease keeper that compares the
+/// flush position with the insert position would wait for it in vain.
+pub fn flush_inserted_wal() -> Option<u64> {
+    if in_recovery() {
+        return None;
+    }
+    // SAFETY: a read of the shared insert position, then a flush through the end of what was
+    // inserted, which a commit does; not in recovery (checked above), where XLogFlush would move
+    // the minimum recovery point instead. The segment size is set at start-up.
+    unsafe {
+        let end = inserted_end(pg_sys::GetXLogInsertRecPtr(), pg_sys::wal_segment_size as u64);
+        pg_sys::XLogFlush(end);
+        Some(end)
+    }
+}
+
+/// The end of the last WAL record inserted, given the insert position that PostgreSQL reports
+/// (`pg_current_wal_insert_lsn()`): when that record ended a page, the position points past the
+/// header of the next page, which nothing has begun, and a flush through it would ask for WAL not
+/// yet generated. (`GetXLogInsertEndRecPtr()` answers this, but only from later minor releases.)
+fn inserted_end(position: u64, segment_size: u64) -> u64 {
+    const fn aligned(size: usize) -> u64 {
+        size.next_multiple_of(pg_sys::MAXIMUM_ALIGNOF as usize) as u64
+    }
+    let header = if position % segment_size == aligned(size_of::<pg_sys::XLogLongPageHeaderData>()) {
+        aligned(size_of::<pg_sys::XLogLongPageHeaderData>())
+    } else {
+        aligned(size_of::<pg_sys::XLogPageHeaderData>())
+    };
+    if position % u64::from(pg_sys::XLOG_BLCKSZ) == header {
+        position - header
+    } else {
+        position
+    }
+}
+
 /// The machine's host name, or `localhost` if it has none.
 pub fn host_name() -> String {
     let mut host = [0u8; 256];
@@ -130,4 +171,25 @@ pub fn call_text_to_bool(function: pg_sys::Oid, argument: &str) -> bool {
     // the argument is a text datum in the current memory context; a NULL result raises an ERROR.
     let result = unsafe { pg_sys::OidFunctionCall1Coll(function, pg_sys::InvalidOid, argument) };
     result.value() != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inserted_end;
+
+    const SEGMENT: u64 = 16 << 20;
+
+    #[test]
+    fn an_insert_position_past_a_page_header_ends_at_the_page() {
+        // A page's short header is 24 bytes, a segment's first page's long header 40.
+        assert_eq!(inserted_end(3 * SEGMENT + 5 * 8192 + 24, SEGMENT), 3 * SEGMENT + 5 * 8192);
+        assert_eq!(inserted_end(3 * SEGMENT + 40, SEGMENT), 3 * SEGMENT);
+    }
+
+    #[test]
+    fn an_insert_position_inside_a_page_is_the_end() {
+        for position in [3 * SEGMENT + 5 * 8192 + 32, 3 * SEGMENT + 5 * 8192 + 8000, 3 * SEGMENT + 48] {
+            assert_eq!(inserted_end(position, SEGMENT), position);
+        }
+    }
 }

@@ -18,7 +18,8 @@ Proven on real servers with real streaming replication:
   throughout, no ID is issued by both members, and each reported its commits unconfirmed. With
   the keeper's rule switched off (a build with randflake/fault-grant-uncertain-commits) the same
   test finds thousands of IDs issued by both;
-* a member set up without the coordinator's commit evidence refuses the lease table, naming it.
+* a member set up without the coordinator's commit evidence refuses the lease table, naming it;
+* the evidence covers WAL that no commit flushed (an idle server's last records).
 """
 
 from __future__ import annotations
@@ -75,6 +76,27 @@ def assert_refused_for_want_of_a_standby(conn, attempts: int = 4) -> None:
         wait_ticks(conn, 1)  # the keeper tries again before the next call
     state = status(conn)["state"]
     assert state.startswith("failing:") and "synchronous standbys" in state, state
+
+
+def test_the_commit_evidence_covers_wal_that_no_commit_flushed(make_cluster):
+    """WAL inserted after the last commit of an idle server (the running transactions the
+    background writer logs for standbys; here a non-transactional logical message, which
+    flushes nothing) lies on a page the WAL writer leaves unflushed. The evidence a keeper reads
+    after its commit flushes through it, so that durable_lsn reaches insert_lsn: read without
+    that flush, durable_lsn stayed behind until some later commit, and the keeper, finding its
+    commit not known durable, refused the tick. No keeper runs here (node_source off), so no
+    commit of its flushes the WAL in between."""
+    cluster = make_cluster("randflake.node_source = 'off'")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        for attempt in range(10):
+            message = conn.execute("SELECT pg_logical_emit_message(false, 'randflake-test', 'unflushed')::text").fetchone()[0]
+            covers, durable = conn.execute(
+                "SELECT insert_lsn >= %s::pg_lsn, durable_lsn >= insert_lsn FROM randflake.commit_evidence", (message,)
+            ).fetchone()
+            assert covers, f"attempt {attempt}: the insert position is before the message at {message}"
+            assert durable, f"attempt {attempt}: the evidence shows the WAL up to the message at {message} not flushed"
 
 
 def test_a_server_waiting_for_an_absent_synchronous_standby_issues_nothing_until_one_attaches(make_cluster):
