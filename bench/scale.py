@@ -328,6 +328,7 @@ class Scale:
         run = self.pgbench_rows(script, self.args.interval_rows)
         after = self.wal_counters(conn)
         rows = run["transactions"]
+        index_after = self.index_bytes(conn, key, prefix)
         wal_bytes = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint", [after["lsn"], before["lsn"]]).fetchone()[0]
         total_rows = None
         if prefix == "t":
@@ -338,11 +339,11 @@ class Scale:
             "tps": run["tps"], "rows_inserted": rows, "wal_bytes_per_row": wal_bytes / rows,
             "fpi_per_row": (after["fpi"] - before["fpi"]) / rows, "wal_records_per_row": (after["records"] - before["records"]) / rows,
             "checkpoints_inside": after["checkpoints"] - before["checkpoints"],
-            "index_bytes": self.index_bytes(conn, key, prefix), "table_rows": total_rows,
-            # What the single-row INSERTs (warm-up and interval) added to the index, per row: the
-            # layout the measured workload gives, apart from the growth's (one session's
-            # INSERT ... SELECT, which a randflake_key spreads over several nodes a second).
-            "index_bytes_added": self.index_bytes(conn, key, prefix) - index_before, "rows_added": added + rows,
+            "index_bytes": index_after, "table_rows": total_rows,
+            # What the single-row INSERTs (warm-up and interval) added to the index: the layout
+            # the measured workload gives, apart from the growth's (one session's INSERT ...
+            # SELECT, which spreads a randflake_key's second over several nodes).
+            "index_bytes_added": index_after - index_before, "rows_added": added + rows,
             # The machine may be shared: its 1-minute load average as the interval ends.
             "load_average": os.getloadavg()[0],
         }
@@ -486,9 +487,9 @@ class Scale:
         bigint randflake_next() only by decoding every ID (a full scan, and EXECUTE on the
         decoder); identity, random bigint and gen_random_uuid() keys hold no time at all. The
         window is --timerange-minutes, or 1/24 of the randflake_key table's span if shorter (an
-        hour of a table made over a day), centred on the second of its middle row, inside the span: the tables grow in bursts at different moments, so the
-        middle of the span may hold none of its rows. Each key's table counts the rows it
-        received in that window."""
+        hour of a table made over a day), centred on the second of its middle row, inside the
+        span: the tables grow in bursts at different moments, so the middle of the span may hold
+        none of its rows. Each key's table counts the rows it received in that window."""
         section = self.data.setdefault("timerange", {"runs": {}})
         if section.get("done"):
             return
@@ -980,13 +981,15 @@ def ordered_key_targets(steps: list[dict], names: list[str]) -> list[tuple[str, 
                    lambda value: value <= 1.3)
         every_step("randflake_key index <= 1.35x identity's at every size (bytes per row, as grown)",
                    index(RANDFLAKE_KEY.name, IDENTITY.name), lambda value: value <= 1.35)
-        if all("index_bytes_added" in step["runs"][RANDFLAKE_KEY.name][-1] for step in steps):
+        # Runs before the measure was added lack it.
+        measured_added = all("index_bytes_added" in step["runs"][RANDFLAKE_KEY.name][-1] for step in steps)
+        if measured_added:
             every_step("randflake_key index <= 1.35x identity's at every size (bytes the single-row INSERTs added per row)",
                        added(RANDFLAKE_KEY.name, IDENTITY.name), lambda value: value <= 1.35)
         if UUID7.name in names:
             every_step("randflake_key index <= 0.7x uuidv7()'s at every size (bytes per row, as grown)",
                        index(RANDFLAKE_KEY.name, UUID7.name), lambda value: value <= 0.7)
-            if all("index_bytes_added" in step["runs"][RANDFLAKE_KEY.name][-1] for step in steps):
+            if measured_added:
                 every_step("randflake_key index <= 0.7x uuidv7()'s at every size (bytes the single-row INSERTs added per row)",
                            added(RANDFLAKE_KEY.name, UUID7.name), lambda value: value <= 0.7)
     if RANDFLAKE.name in names and RANDOM_BIGINT.name in names:
