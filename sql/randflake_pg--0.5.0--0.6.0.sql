@@ -277,7 +277,14 @@ REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_decode(@extschema@.randflak
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_timestamp(@extschema@.randflake_key) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_node_id(@extschema@.randflake_key) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_sequence(@extschema@.randflake_key) FROM PUBLIC;
--- durable: a lease write counts only once the server holding the lease table shows it durable.
+
+CREATE FUNCTION randflake.flush_inserted_wal() RETURNS pg_catalog.pg_lsn
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_flush_inserted_wal_wrapper';
+COMMENT ON FUNCTION randflake.flush_inserted_wal() IS
+'Flushes this server''s WAL through the end of every record inserted so far and returns that position (NULL on a standby): randflake.wal_durability()''s insert_lsn. A record inserted after a commit on an otherwise idle server would stay unflushed, and a keeper comparing the flush position with the insert position would wait for it in vain.';
+REVOKE ALL ON FUNCTION randflake.flush_inserted_wal() FROM PUBLIC;
+
+-- Commit evidence: a lease write counts only once the server holding the lease table shows it durable.
 -- PostgreSQL answers a commit whose wait for synchronous standbys was cancelled with a WARNING,
 -- and the cancel may come from anywhere (pg_cancel_backend on a coordinator's backend, a
 -- driver's time-out), so the writer learns nothing from the commit itself. After it returned,
@@ -286,12 +293,6 @@ REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_sequence(@extschema@.randfl
 -- covers its commit, and the commit is durable once durable_lsn reaches it on the same system
 -- and timeline (randflake::durability decides). SECURITY DEFINER because pg_control_system()
 -- and pg_stat_get_wal_senders()'s positions are hidden from roles without pg_read_all_stats.
-CREATE FUNCTION randflake.flush_inserted_wal() RETURNS pg_catalog.pg_lsn
-VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_flush_inserted_wal_wrapper';
-COMMENT ON FUNCTION randflake.flush_inserted_wal() IS
-'Flushes this server''s WAL through the end of every record inserted so far and returns that position (NULL on a standby): randflake.wal_durability()''s insert_lsn. A record inserted after a commit on an otherwise idle server would stay unflushed, and a keeper comparing the flush position with the insert position would wait for it in vain.';
-REVOKE ALL ON FUNCTION randflake.flush_inserted_wal() FROM PUBLIC;
-
 CREATE FUNCTION randflake.wal_durability(OUT system_identifier bigint, OUT timeline bigint,
                                          OUT insert_lsn pg_catalog.pg_lsn, OUT durable_lsn pg_catalog.pg_lsn)
 LANGUAGE plpgsql

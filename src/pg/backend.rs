@@ -67,8 +67,9 @@ fn inserted_end(position: u64, segment_size: u64) -> u64 {
     const fn aligned(size: usize) -> u64 {
         size.next_multiple_of(pg_sys::MAXIMUM_ALIGNOF as usize) as u64
     }
-    let header = if position % segment_size == aligned(size_of::<pg_sys::XLogLongPageHeaderData>()) {
-        aligned(size_of::<pg_sys::XLogLongPageHeaderData>())
+    let long_header = aligned(size_of::<pg_sys::XLogLongPageHeaderData>());
+    let header = if position % segment_size == long_header {
+        long_header
     } else {
         aligned(size_of::<pg_sys::XLogPageHeaderData>())
     };

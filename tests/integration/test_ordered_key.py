@@ -259,18 +259,22 @@ def test_max_and_min_follow_the_key_order_from_the_index_end_or_any_scan(shared_
         assert expected == conn.execute("SELECT randflake_key_highest('2058-01-01'), randflake_key_lowest('2026-01-01')"
                                         ).fetchone()
         query = "SELECT max(id), min(id) FROM extremes"
-        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}"))
+
+        def explained(explain: str) -> str:
+            return "\n".join(row[0] for row in conn.execute(f"{explain} {query}"))
+
+        plan = explained("EXPLAIN")
         assert "Index Only Scan Backward using extremes_pkey" in plan and "Seq Scan" not in plan, plan
         assert conn.execute(query).fetchone() == expected
         for setting in ("enable_indexscan = off", "enable_indexonlyscan = off", "enable_bitmapscan = off"):
             conn.execute(f"SET {setting}")
-        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}"))
+        plan = explained("EXPLAIN")
         assert "Seq Scan" in plan, plan
         assert conn.execute(query).fetchone() == expected
         for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
                         "max_parallel_workers_per_gather = 2"):
             conn.execute(f"SET {setting}")
-        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN (ANALYZE) {query}"))
+        plan = explained("EXPLAIN (ANALYZE)")
         assert "Partial Aggregate" in plan and "Workers Launched: 2" in plan, plan
         assert conn.execute(query).fetchone() == expected
         assert conn.execute("SELECT max(id), min(id) FROM extremes WHERE false").fetchone() == (None, None)
