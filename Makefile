@@ -20,6 +20,7 @@ SENTINEL_PORT ?= 25436
 # server runs from it, so no test writes where running servers load their files from.
 STAGE        ?= $(CURDIR)/target/stage/pg$(PG_MAJOR)
 STAGE_BINDIR  = $(STAGE)$(shell $(PG_CONFIG) --bindir 2>/dev/null)
+PGTEST_STAGE ?= $(CURDIR)/target/stage/pg$(PG_MAJOR)-pgtest
 STAGED        = PG_CONFIG=$(STAGE_BINDIR)/pg_config PATH=$(STAGE_BINDIR):$$PATH
 BENCH_DIR   ?= /tmp/randflake_pg-bench
 BENCH_PORT  ?= 25435
@@ -43,6 +44,14 @@ FUZZ_SECONDS ?= 600
 TEST_WORKERS ?= 6
 
 export PG_CONFIG PG_MAJOR VENV
+# Builds that make runs link with mold (from `make deps`) where it is installed: the test
+# executables and libraries link in a fraction of the time. Set for the host's target triple only,
+# so that it joins, rather than replaces, the flags cargo-pgrx passes; RUSTFLAGS (cargo fuzz's)
+# still overrides it. Plain cargo commands link as they always did.
+ifneq ($(shell command -v mold 2>/dev/null),)
+HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')
+export CARGO_TARGET_$(HOST_TRIPLE)_RUSTFLAGS := -C link-arg=-fuse-ld=mold
+endif
 # psql, pg_dump and pgbench of the chosen major come first.
 export PATH := $(dir $(PG_CONFIG)):$(PATH)
 
@@ -54,7 +63,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean style clippy
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -121,22 +130,27 @@ demo-fleet: install
 
 # The sentinel is a server on the installed library, started before the suites and checked after
 # them and after installing a different build over it (the debug one `make pgtest` built, so that
-# it costs no build of its own): same postmaster, no crash.
+# it costs no build of its own): same postmaster, no crash. The suites that need no server of the
+# packaged build run beside the integration suites (tools/beside.sh), whose servers leave the cores
+# idle most of the time; their output follows the integration suites'.
 test: deps
-	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory unit glue-unit loom
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+	$(MAKE) --no-print-directory style
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
-	$(MAKE) --no-print-directory test-server || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+	$(MAKE) --no-print-directory install-package || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+	@tools/beside.sh target/test-logs/beside-pg$(PG_MAJOR).log \
+		"$(MAKE) --no-print-directory clippy unit glue-unit loom pgtest && $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20" \
+		"$(MAKE) --no-print-directory server-tests" || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	cargo pgrx install --pg-config $(PG_CONFIG) --features "pg$(PG_MAJOR) pg_test" --no-default-features || \
 		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	@tests/sentinel.sh check $(SENTINEL_DIR)
 	$(MAKE) --no-print-directory install
 
-# The server-level suites of one major: #[pg_test], the package, pg_regress, integration.
-test-server: install
-	$(MAKE) --no-print-directory pgtest install-package server-tests
+# The server-level suites of one major: #[pg_test] beside the package's pg_regress and integration
+# suites (make pgtest has a stage of its own).
+test-server: install install-package
+	@tools/beside.sh target/test-logs/pgtest-pg$(PG_MAJOR).log \
+		"$(MAKE) --no-print-directory pgtest" "$(MAKE) --no-print-directory server-tests"
 
 # The first major gets every suite; the others what can differ between majors (the sentinel
 # checks how files are installed, which no major changes), and the newest also a pg_upgrade
@@ -152,10 +166,7 @@ test-all:
 	done
 
 # The fast loop: what needs neither a build of the extension for a server nor a server.
-check:
-	@tools/module-deps.py >/dev/null
-	@tools/unicode-invisible.py --check randflake/src/invisible.rs
-	cargo fmt --all --check
+check: style
 	$(MAKE) --no-print-directory unit glue-unit
 
 # The pure crate's tests, the fleet and application lease simulations among them; then each
@@ -186,20 +197,28 @@ mutants:
 glue-unit:
 	cargo test -p randflake_pg --lib --features "pg$(PG_MAJOR) pg_test" --no-default-features -- --skip pg_tests::
 
-# Formatting (rustfmt.toml) of both crates and the fuzz targets, clippy with warnings denied on
-# both crates, the extension's #[pg_test]s included (each crate's lib.rs adds the unsafe lints),
-# and the extension's modules depending on each other one way only.
-lint:
+# Formatting (rustfmt.toml) of both crates and the fuzz targets, and the extension's modules
+# depending on each other one way only: seconds, so make test checks them before any build.
+style:
 	@tools/module-deps.py >/dev/null
 	@tools/unicode-invisible.py --check randflake/src/invisible.rs
 	cargo fmt --all --check
 	cargo fmt --manifest-path randflake/fuzz/Cargo.toml --check
+
+# Clippy with warnings denied on both crates, the extension's #[pg_test]s included (each crate's
+# lib.rs adds the unsafe lints).
+clippy:
 	cargo clippy -p randflake --all-targets --features serde -- -D warnings
 	cargo clippy -p randflake --all-targets --all-features -- -D warnings
 	cargo clippy -p randflake_pg --all-targets --features "pg$(PG_MAJOR) pg_test" --no-default-features -- -D warnings
 
-pgtest: stage
-	PGRX_HOME=$(STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest-$(PG_MAJOR)
+lint: style clippy
+
+# In a stage of its own (cargo pgrx test installs its build there), apart from the one the
+# integration suites' servers run from at the same time.
+pgtest:
+	@tools/stage-postgres.sh $(PG_CONFIG) $(PGTEST_STAGE)
+	PGRX_HOME=$(PGTEST_STAGE)/pgrx cargo pgrx test pg$(PG_MAJOR) --runas postgres --pgdata /tmp/randflake_pg-pgtest-$(PG_MAJOR)
 
 server-tests:
 	@$(STAGED) tests/scratch-cluster.sh destroy $(SCRATCH)

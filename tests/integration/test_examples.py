@@ -43,12 +43,17 @@ APP_NODE = 130000
 
 @pytest.fixture(scope="session")
 def rust_decode() -> list[str]:
-    """Builds the Rust example once and returns the command that runs its binary."""
+    """Builds the Rust example once and returns the command that runs its binary.
+
+    In a target directory of its own: `make test` builds in the workspace's at the same time
+    (tools/beside.sh), and cargo lets one build at a time use a directory."""
     build = subprocess.run(
-        ["cargo", "build", "-q", "-p", "randflake", "--example", "decode", "--message-format=json"],
+        ["cargo", "build", "-q", "-p", "randflake", "--example", "decode", "--message-format=json",
+         "--target-dir", str(ROOT / "target" / "examples")],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        timeout=600,
     )
     assert build.returncode == 0, f"cargo build of the Rust example failed:\n{build.stderr[-4000:]}"
     for line in build.stdout.splitlines():

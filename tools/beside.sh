@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs two commands at once: the first in the background with its output kept in LOG, the second
+# in the foreground. Prints the first's output when both are done, and fails if either failed.
+# `make test` runs the suites that need no server of their own beside the integration suites,
+# which spend most of their time waiting on servers: the builds fill the cores they leave idle.
+# Usage: tools/beside.sh LOG 'background command' 'foreground command'
+set -uo pipefail
+log=$1
+background=$2
+foreground=$3
+mkdir -p "$(dirname "$log")"
+echo "beside: '$background' runs in the background, its output in $log"
+# In a session of its own, so that an interrupt can stop all of it.
+setsid bash -c "$background" >"$log" 2>&1 &
+beside=$!
+# A foreground that is interrupted takes the background with it.
+trap 'kill -- -"$beside" 2>/dev/null; exit 130' INT TERM
+bash -c "$foreground"
+foreground_status=$?
+wait "$beside"
+background_status=$?
+echo "beside: the output of '$background' (exit $background_status):"
+cat "$log"
+[ "$foreground_status" = 0 ] && [ "$background_status" = 0 ]
