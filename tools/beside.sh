@@ -10,12 +10,14 @@ background=$2
 foreground=$3
 mkdir -p "$(dirname "$log")"
 echo "beside: '$background' runs in the background, its output in $log"
-# In a session of its own, so that an interrupt can stop all of it.
-setsid bash -c "$background" >"$log" 2>&1 &
+# Each in a session of its own, so that an interrupt can stop all of either; waiting with `wait`,
+# which a signal interrupts, so that the trap runs at once.
+setsid --wait bash -c "$background" >"$log" 2>&1 &
 beside=$!
-# A foreground that is interrupted takes the background with it.
-trap 'kill -- -"$beside" 2>/dev/null; exit 130' INT TERM
-bash -c "$foreground"
+setsid --wait bash -c "$foreground" &
+front=$!
+trap 'kill -TERM -- -"$beside" -"$front" 2>/dev/null; exit 130' INT TERM
+wait "$front"
 foreground_status=$?
 wait "$beside"
 background_status=$?
