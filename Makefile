@@ -44,10 +44,10 @@ FUZZ_SECONDS ?= 600
 TEST_WORKERS ?= 6
 
 export PG_CONFIG PG_MAJOR VENV
-# Builds that make runs link with mold (from `make deps`) where it is installed: the test
-# executables and libraries link in a fraction of the time. Set for the host's target triple only,
-# so that it joins, rather than replaces, the flags cargo-pgrx passes; RUSTFLAGS (cargo fuzz's)
-# still overrides it. Plain cargo commands link as they always did.
+# Builds that make runs link with mold (from `make deps`) where it is installed: the loop links
+# every test executable and library, and mold links faster than the system's linker. Set for the
+# host's target triple only, so that it joins, rather than replaces, the flags cargo-pgrx passes;
+# RUSTFLAGS (cargo fuzz's) still overrides it. Plain cargo commands link as they always did.
 ifneq ($(shell command -v mold 2>/dev/null),)
 HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')
 export CARGO_TARGET_$(HOST_TRIPLE)_RUSTFLAGS := -C link-arg=-fuse-ld=mold
@@ -132,8 +132,9 @@ demo-fleet: install
 # The sentinel is a server on the installed library, started before the suites and checked after
 # them and after installing a different build over it (the debug one `make pgtest` built, so that
 # it costs no build of its own): same postmaster, no crash. The suites that need no server of the
-# packaged build run beside the integration suites (tools/beside.sh), whose servers leave the cores
-# idle most of the time; their output follows the integration suites'.
+# packaged build run beside the integration suites (tools/beside.sh), so that one lane's stretches
+# on a single core (a link, a simulation, a test waiting on its servers) leave no core idle; their
+# output follows the integration suites'.
 test: deps
 	$(MAKE) --no-print-directory style
 	$(MAKE) --no-print-directory install

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs two commands at once: the first in the background with its output kept in LOG, the second
 # in the foreground. Prints the first's output when both are done, and fails if either failed.
-# `make test` runs the suites that need no server of their own beside the integration suites,
-# which spend most of their time waiting on servers: the builds fill the cores they leave idle.
+# `make test` runs the suites that need no server of their own beside the integration suites, so
+# that either lane's stretches on a single core leave no core idle (docs/development.md#how-long-make-test-takes).
 # Usage: tools/beside.sh LOG 'background command' 'foreground command'
 set -uo pipefail
 log=$1
