@@ -63,7 +63,7 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean style clippy
+.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean style clippy suites-without-server
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -132,27 +132,31 @@ demo-fleet: install
 # The sentinel is a server on the installed library, started before the suites and checked after
 # them and after installing a different build over it (the debug one `make pgtest` built, so that
 # it costs no build of its own): same postmaster, no crash. The suites that need no server of the
-# packaged build run beside the integration suites (tools/beside.sh), so that one lane's stretches
-# on a single core (a link, a simulation, a test waiting on its servers) leave no core idle; their
-# output follows the integration suites'.
+# packaged build run beside the integration suites (test-server), so that one lane's stretches on
+# a single core (a link, a simulation, a test waiting on its servers) leave no core idle.
 test: deps
 	$(MAKE) --no-print-directory style
 	$(MAKE) --no-print-directory install
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
-	$(MAKE) --no-print-directory install-package || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
-	@tools/beside.sh target/test-logs/beside-pg$(PG_MAJOR).log \
-		"$(MAKE) --no-print-directory clippy unit glue-unit loom pgtest && $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20" \
-		"$(MAKE) --no-print-directory server-tests" || { tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+	$(MAKE) --no-print-directory test-server BESIDE_SERVER_TESTS=suites-without-server || \
+		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	cargo pgrx install --pg-config $(PG_CONFIG) --features "pg$(PG_MAJOR) pg_test" --no-default-features || \
 		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	@tests/sentinel.sh check $(SENTINEL_DIR)
 	$(MAKE) --no-print-directory install
 
-# The server-level suites of one major: #[pg_test] beside the package's pg_regress and integration
-# suites (make pgtest has a stage of its own).
+# The suites of make test that need no server of the packaged build.
+suites-without-server:
+	$(MAKE) --no-print-directory clippy unit glue-unit loom pgtest
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+
+# The server-level suites of one major: the package's pg_regress and integration suites, with
+# BESIDE_SERVER_TESTS (make targets; #[pg_test] by default, which has a stage of its own) running
+# at the same time (tools/beside.sh), its output printed after theirs.
+BESIDE_SERVER_TESTS ?= pgtest
 test-server: install install-package
-	@tools/beside.sh target/test-logs/pgtest-pg$(PG_MAJOR).log \
-		"$(MAKE) --no-print-directory pgtest" "$(MAKE) --no-print-directory server-tests"
+	@tools/beside.sh target/test-logs/beside-pg$(PG_MAJOR).log \
+		"$(MAKE) --no-print-directory $(BESIDE_SERVER_TESTS)" "$(MAKE) --no-print-directory server-tests"
 
 # The first major gets every suite; the others what can differ between majors (the sentinel
 # checks how files are installed, which no major changes), and the newest also a pg_upgrade
