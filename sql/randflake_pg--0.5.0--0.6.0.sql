@@ -43,20 +43,22 @@ CREATE TYPE @extschema@.randflake_key (
     LIKE = pg_catalog.int8
 );
 COMMENT ON TYPE @extschema@.randflake_key IS
-'A Randflake ID stored as its plain value, so that an index on it follows creation time, and shown encrypted: its text form is the ID''s canonical string (as randflake_to_string() prints it), its binary form and id::bigint the ID randflake_next() returns. Sorts by second, then sequence, then node. Input and output need the secret.';
+'A Randflake ID stored as its plain value, so that an index on it follows creation time, and shown encrypted: its text form is the ID''s canonical string (as randflake_to_string() prints it), its binary form and id::bigint the ID randflake_next() returns. Sorts by second, then sequence, then node. Input and output need the secret; input (text, binary, and the casts from bigint and randflake_id) also needs the decoder grant, EXECUTE on randflake_decode(bigint), since a key reveals the order of IDs.';
 COMMENT ON FUNCTION @extschema@.randflake_key_in(cstring) IS
-'Input of randflake_key: the canonical string of the ID only, as randflake_from_string() parses it, decrypted.';
+'Input of randflake_key: the canonical string of the ID only, as randflake_from_string() parses it, decrypted. For superusers and roles that may execute randflake_decode(bigint).';
 COMMENT ON FUNCTION @extschema@.randflake_key_out(@extschema@.randflake_key) IS
 'Output of randflake_key: the canonical string of the encrypted ID, as randflake_to_string() writes it.';
 COMMENT ON FUNCTION @extschema@.randflake_key_recv(internal) IS
-'Binary input of randflake_key: the ID as bigint''s eight bytes (big-endian, signed), decrypted.';
+'Binary input of randflake_key: the ID as bigint''s eight bytes (big-endian, signed), decrypted. For superusers and roles that may execute randflake_decode(bigint).';
 COMMENT ON FUNCTION @extschema@.randflake_key_send(@extschema@.randflake_key) IS
 'Binary output of randflake_key: the encrypted ID as bigint''s eight bytes (big-endian, signed).';
 
--- Casts: into the type implicitly (decrypting), so that `id = $1` with a bigint, a randflake_id
--- or a text parameter compares keys and uses the index, and DEFAULT randflake_next() fills a
--- randflake_key column; out of it on assignment only (encrypting), so that `id = 5` has one
--- reading, and bigint and randflake_id columns take a key.
+-- Casts. Into the type (decrypting) on assignment or explicitly, and only for roles that may
+-- decode: a key sorts by creation, so whoever can make keys of public IDs can order them. An
+-- implicit cast would also let PostgreSQL reach the key's operators from expressions between its
+-- own types (bigint = text would resolve through it). Out of the type (encrypting) on
+-- assignment, so that bigint and randflake_id columns take a key. A public ID is compared with a
+-- key by the equality operators below, which make no key.
 CREATE FUNCTION @extschema@.randflake_key(bigint) RETURNS @extschema@.randflake_key
 STABLE STRICT PARALLEL SAFE
 LANGUAGE c
@@ -74,27 +76,24 @@ STABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_key_to_id_wrapper';
 COMMENT ON FUNCTION @extschema@.randflake_key(bigint) IS
-'The randflake_key of a Randflake ID (decrypted): the cast from bigint.';
+'The randflake_key of a Randflake ID (decrypted): the cast from bigint. For superusers and roles that may execute randflake_decode(bigint).';
 COMMENT ON FUNCTION @extschema@.randflake_key(@extschema@.randflake_id) IS
-'The randflake_key of a randflake_id (decrypted): the cast from randflake_id.';
+'The randflake_key of a randflake_id (decrypted): the cast from randflake_id. For superusers and roles that may execute randflake_decode(bigint).';
 COMMENT ON FUNCTION @extschema@.randflake_key_to_bigint(@extschema@.randflake_key) IS
 'The Randflake ID a randflake_key holds (encrypted), as randflake_next() returns it: the cast to bigint.';
 COMMENT ON FUNCTION @extschema@.randflake_key_to_id(@extschema@.randflake_key) IS
 'The Randflake ID a randflake_key holds (encrypted): the cast to randflake_id.';
 
-CREATE CAST (bigint AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(bigint) AS IMPLICIT;
+CREATE CAST (bigint AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(bigint) AS ASSIGNMENT;
 CREATE CAST (@extschema@.randflake_id AS @extschema@.randflake_key)
-    WITH FUNCTION @extschema@.randflake_key(@extschema@.randflake_id) AS IMPLICIT;
-CREATE CAST (pg_catalog.text AS @extschema@.randflake_key) WITH INOUT AS IMPLICIT;
+    WITH FUNCTION @extschema@.randflake_key(@extschema@.randflake_id) AS ASSIGNMENT;
 CREATE CAST (@extschema@.randflake_key AS bigint) WITH FUNCTION @extschema@.randflake_key_to_bigint(@extschema@.randflake_key) AS ASSIGNMENT;
 CREATE CAST (@extschema@.randflake_key AS @extschema@.randflake_id)
     WITH FUNCTION @extschema@.randflake_key_to_id(@extschema@.randflake_key) AS ASSIGNMENT;
 COMMENT ON CAST (bigint AS @extschema@.randflake_key) IS
-'Decrypts; implicit, so that a bigint parameter compares with a randflake_key column through its index and DEFAULT randflake_next() fills one.';
+'Decrypts, for superusers and roles that may execute randflake_decode(bigint); on assignment, so that a bigint column can be moved to randflake_key.';
 COMMENT ON CAST (@extschema@.randflake_id AS @extschema@.randflake_key) IS
-'Decrypts; implicit, so that a randflake_id compares with a randflake_key column through its index.';
-COMMENT ON CAST (pg_catalog.text AS @extschema@.randflake_key) IS
-'Parses the canonical string and decrypts; implicit, so that a text parameter compares with a randflake_key column through its index.';
+'Decrypts, for superusers and roles that may execute randflake_decode(bigint); on assignment.';
 COMMENT ON CAST (@extschema@.randflake_key AS bigint) IS
 'Encrypts: id::bigint is the public ID, as randflake_next() returns it. On assignment, so that a bigint column takes a randflake_key.';
 COMMENT ON CAST (@extschema@.randflake_key AS @extschema@.randflake_id) IS
@@ -164,19 +163,18 @@ COMMENT ON OPERATOR @extschema@.<= (@extschema@.randflake_key, @extschema@.randf
 COMMENT ON OPERATOR @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after (by second, then sequence, then node).';
 COMMENT ON OPERATOR @extschema@.>= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after, or the same.';
 
--- The hash functions hash the plain value: a 64-bit hash of it, with the few seconds, nodes and
--- sequences an ID can have, would give the plain value away to anyone who tried them all. So
--- their EXECUTE is granted to nobody; hash joins and hash indexes call them without it.
+-- The hash functions hash the public ID, as bigint's hash does: a hash of the plain value, which
+-- anyone can reach through hash_array(), hash_record() or a hash partition's check, would give
+-- the plain value away to whoever tried the few seconds, nodes and sequences an ID can have.
+-- Hashing as bigint also lets a key and a bigint ID hash-join.
 CREATE FUNCTION @extschema@.randflake_key_hash(@extschema@.randflake_key) RETURNS integer
-IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'hashint8';
+STABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_hash_wrapper';
 CREATE FUNCTION @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint) RETURNS bigint
-IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'hashint8extended';
+STABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_hash_extended_wrapper';
 COMMENT ON FUNCTION @extschema@.randflake_key_hash(@extschema@.randflake_key) IS
-'The hash of a randflake_key''s plain value, for hash joins and hash indexes. It would reveal the plain value, so EXECUTE is granted to no one.';
+'The hash of a randflake_key: hashint8() of its public ID, for hash joins, hash aggregates, hash partitions and hash indexes. Reveals nothing the public ID does not.';
 COMMENT ON FUNCTION @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint) IS
-'The seeded hash of a randflake_key''s plain value. It would reveal the plain value, so EXECUTE is granted to no one.';
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_hash(@extschema@.randflake_key) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint) FROM PUBLIC;
+'The seeded hash of a randflake_key: hashint8extended() of its public ID.';
 
 CREATE OPERATOR FAMILY @extschema@.randflake_key_ops USING btree;
 CREATE OPERATOR CLASS @extschema@.randflake_key_ops DEFAULT FOR TYPE @extschema@.randflake_key
@@ -200,7 +198,7 @@ USING hash FAMILY @extschema@.randflake_key_ops AS
     FUNCTION 1 @extschema@.randflake_key_hash(@extschema@.randflake_key),
     FUNCTION 2 @extschema@.randflake_key_hash_extended(@extschema@.randflake_key, bigint);
 COMMENT ON OPERATOR FAMILY @extschema@.randflake_key_ops USING hash IS
-'Hashes randflake_keys by their plain value.';
+'Hashes randflake_keys as bigint hashes their public IDs, so that a key and a bigint ID hash-join.';
 COMMENT ON OPERATOR CLASS @extschema@.randflake_key_ops USING hash IS
 'The default hash operator class of randflake_key, for hash joins and hash indexes.';
 
@@ -451,8 +449,13 @@ COMMENT ON FUNCTION randflake.check_node_lease() IS
 
 -- A role that can read the table can hold a lock on it in an idle transaction, and a VACUUM
 -- FULL queued behind that lock holds up the keeper. pg_monitor reads what it needs through
--- randflake_status() and randflake_app_leases(), which run in a statement of their own.
+-- randflake_status() and randflake_app_leases(), which run in a statement of their own. Nor may
+-- it use the schema: PostgreSQL locks a table it names while parsing, before checking the
+-- privilege, so a PREPARE of a SELECT from the table in an open transaction held its lock without
+-- SELECT on it (issue 36). Without USAGE on the schema the name does not resolve, and nothing is
+-- locked.
 REVOKE SELECT ON randflake.node_leases FROM pg_monitor;
+REVOKE USAGE ON SCHEMA randflake FROM pg_monitor;
 COMMENT ON FUNCTION @extschema@.randflake_app_leases() IS
 'The application pool, for monitoring: its first and last node, the leases held, the nodes free now and the soonest end of a held lease. No row on a server without a pool, outside randflake.database, or on a fleet member, where the pool''s state is the coordinator''s (ask it there). Refused inside a transaction block, so that no session keeps a lock on the lease table. For superusers and pg_monitor.';
 
@@ -507,7 +510,6 @@ BEGIN
             USING HINT = 'randflake_pg grants decoding and the lease table to nobody; GRANT by name what a role should have.';
     END LOOP;
     -- What the extension itself grants, in case a default privilege named the same role.
-    GRANT USAGE ON SCHEMA randflake TO pg_monitor;
     GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
     GRANT EXECUTE ON FUNCTION @extschema@.randflake_app_leases() TO pg_monitor;
 END
@@ -549,32 +551,104 @@ COMMENT ON FUNCTION @extschema@.randflake_status() IS
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
 
--- h21-edge: integer literals and parameters on a randflake_key column (issue 29).
--- A public ID is spread over all 64 bits, so about one in 2^32 fits in an integer and one in
--- 2^48 in a smallint: `WHERE id = 5` is a lookup of such an ID, and drivers that type an integer
--- parameter by its value (psycopg 3 sends a small one as smallint or integer) send those IDs so.
--- Without these casts the comparison would fail as "operator does not exist" for those few IDs
--- only. Implicit, as bigint's: an integer compared with a key is a public ID, decrypted once,
--- and the comparison uses the index. Cross-type operators could not: the integer's order is
--- not the key's.
-CREATE FUNCTION @extschema@.randflake_key(integer) RETURNS @extschema@.randflake_key
-STABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'randflake_key_from_int4_wrapper';
-CREATE FUNCTION @extschema@.randflake_key(smallint) RETURNS @extschema@.randflake_key
-STABLE STRICT PARALLEL SAFE
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'randflake_key_from_int2_wrapper';
-COMMENT ON FUNCTION @extschema@.randflake_key(integer) IS
-'The randflake_key of a Randflake ID that fits in an integer (decrypted): the cast from integer.';
-COMMENT ON FUNCTION @extschema@.randflake_key(smallint) IS
-'The randflake_key of a Randflake ID that fits in a smallint (decrypted): the cast from smallint.';
-CREATE CAST (integer AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(integer) AS IMPLICIT;
-CREATE CAST (smallint AS @extschema@.randflake_key) WITH FUNCTION @extschema@.randflake_key(smallint) AS IMPLICIT;
-COMMENT ON CAST (integer AS @extschema@.randflake_key) IS
-'Decrypts, as the cast from bigint does; implicit, so that id = 5, or an integer parameter, compares with a randflake_key column through its index.';
-COMMENT ON CAST (smallint AS @extschema@.randflake_key) IS
-'Decrypts, as the cast from bigint does; implicit, so that a smallint parameter compares with a randflake_key column through its index.';
+-- Equality between a randflake_key and a public ID (issue 36). A role that may read a key column
+-- finds a row by its public ID as a driver sends it (a bigint; an integer or smallint for the few
+-- IDs that fit one; a randflake_id; the string as text or varchar) without making a key of it,
+-- which only roles that may decode can do. Each operator tells only whether the two are the same
+-- ID, so it is everyone's. The operators join the key's btree family, with support functions
+-- that order a public ID by its plain value: the index then serves `id = $1`, `id = ANY($1)`
+-- and joins to a bigint column (a nested loop probing the index). Those support functions
+-- reveal the order of any IDs, so EXECUTE on them is granted to no one: btree calls them
+-- without it. Equality with a bigint also hashes (the key's hash is bigint's hash of its public
+-- ID), for hash joins. Only equality: an order between a key and a public ID would be the
+-- oracle this release closes, and a family holding one would let merge joins sort public IDs.
+DO $$
+DECLARE
+    public record;
+BEGIN
+    FOR public IN
+        -- Each function's name says its type: with one name for all five, a call with an
+        -- untyped argument could not choose between them.
+        SELECT * FROM (VALUES ('pg_catalog.int2', 'int2', 'smallint', 'smallint', ' LEAKPROOF'),
+                              ('pg_catalog.int4', 'int4', 'integer', 'integer', ' LEAKPROOF'),
+                              ('pg_catalog.int8', 'int8', 'bigint', 'bigint', ' LEAKPROOF'),
+                              ('@extschema@.randflake_id', 'int8', 'randflake_id', 'id', ' LEAKPROOF'),
+                              -- An invalid string raises an error that shows it: not leakproof.
+                              ('pg_catalog.text', 'text', 'text', 'text', ''))
+               AS t(type, symbol, word, name, leakproof)
+    LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE FUNCTION @extschema@.randflake_key_eq_%15$s(@extschema@.randflake_key, %1$s) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %5$L;'
+            'CREATE FUNCTION @extschema@.randflake_key_ne_%15$s(@extschema@.randflake_key, %1$s) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %6$L;'
+            'CREATE FUNCTION @extschema@.randflake_%15$s_eq_key(%1$s, @extschema@.randflake_key) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %7$L;'
+            'CREATE FUNCTION @extschema@.randflake_%15$s_ne_key(%1$s, @extschema@.randflake_key) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %8$L;'
+            'CREATE FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) RETURNS integer '
+            'STABLE STRICT PARALLEL SAFE LANGUAGE c AS %4$L, %9$L;'
+            'CREATE FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) RETURNS integer '
+            'STABLE STRICT PARALLEL SAFE LANGUAGE c AS %4$L, %10$L;'
+            'REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) FROM PUBLIC;'
+            'REVOKE EXECUTE ON FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) FROM PUBLIC;'
+            'COMMENT ON FUNCTION @extschema@.randflake_key_eq_%15$s(@extschema@.randflake_key, %1$s) IS '
+            '%11$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_key_ne_%15$s(@extschema@.randflake_key, %1$s) IS '
+            '%12$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_eq_key(%1$s, @extschema@.randflake_key) IS '
+            '%11$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_ne_key(%1$s, @extschema@.randflake_key) IS '
+            '%12$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) IS '
+            '%13$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) IS '
+            '%14$L;',
+            public.type, public.word, public.leakproof, 'MODULE_PATHNAME',
+            pg_catalog.format('randflake_key_eq_%s_wrapper', public.symbol),
+            pg_catalog.format('randflake_key_ne_%s_wrapper', public.symbol),
+            pg_catalog.format('randflake_%s_eq_key_wrapper', public.symbol),
+            pg_catalog.format('randflake_%s_ne_key_wrapper', public.symbol),
+            pg_catalog.format('randflake_key_order_%s_wrapper', public.symbol),
+            pg_catalog.format('randflake_%s_order_wrapper', public.symbol),
+            pg_catalog.format('Whether a randflake_key and a public ID given as %s are the same ID: the function of operator =.', public.word),
+            pg_catalog.format('Whether a randflake_key and a public ID given as %s are different IDs: the function of operator <>.', public.word),
+            pg_catalog.format('-1, 0 or 1 as a randflake_key sorts before, with or after the plain value of a public ID given as %s: btree support of operator = between them, for index scans. Reveals the order of IDs, so EXECUTE is granted to no one.', public.word),
+            pg_catalog.format('-1, 0 or 1 as the plain value of one public ID given as %s sorts before, with or after another''s: btree support, for sorting an array of IDs an index scan looks up. Reveals the order of IDs, so EXECUTE is granted to no one.', public.word),
+            public.name);
+        EXECUTE pg_catalog.format(
+            'CREATE OPERATOR @extschema@.= (LEFTARG = @extschema@.randflake_key, RIGHTARG = %1$s, '
+            'FUNCTION = @extschema@.randflake_key_eq_%5$s, COMMUTATOR = OPERATOR(@extschema@.=), '
+            'NEGATOR = OPERATOR(@extschema@.<>), RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel%2$s);'
+            'CREATE OPERATOR @extschema@.<> (LEFTARG = @extschema@.randflake_key, RIGHTARG = %1$s, '
+            'FUNCTION = @extschema@.randflake_key_ne_%5$s, COMMUTATOR = OPERATOR(@extschema@.<>), '
+            'NEGATOR = OPERATOR(@extschema@.=), RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);'
+            'CREATE OPERATOR @extschema@.= (LEFTARG = %1$s, RIGHTARG = @extschema@.randflake_key, '
+            'FUNCTION = @extschema@.randflake_%5$s_eq_key, COMMUTATOR = OPERATOR(@extschema@.=), '
+            'NEGATOR = OPERATOR(@extschema@.<>), RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel%2$s);'
+            'CREATE OPERATOR @extschema@.<> (LEFTARG = %1$s, RIGHTARG = @extschema@.randflake_key, '
+            'FUNCTION = @extschema@.randflake_%5$s_ne_key, COMMUTATOR = OPERATOR(@extschema@.<>), '
+            'NEGATOR = OPERATOR(@extschema@.=), RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);'
+            'COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, %1$s) IS %3$L;'
+            'COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, %1$s) IS %4$L;'
+            'COMMENT ON OPERATOR @extschema@.= (%1$s, @extschema@.randflake_key) IS %3$L;'
+            'COMMENT ON OPERATOR @extschema@.<> (%1$s, @extschema@.randflake_key) IS %4$L;'
+            'ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING btree ADD '
+            'OPERATOR 3 @extschema@.= (@extschema@.randflake_key, %1$s), '
+            'FUNCTION 1 (@extschema@.randflake_key, %1$s) @extschema@.randflake_key_order_%5$s(@extschema@.randflake_key, %1$s), '
+            'FUNCTION 1 (%1$s, %1$s) @extschema@.randflake_%5$s_order(%1$s, %1$s);',
+            public.type, CASE WHEN public.word = 'bigint' THEN ', HASHES' ELSE '' END,
+            pg_catalog.format('The same ID: a randflake_key and a public ID given as %s. Uses the key''s index.', public.word),
+            pg_catalog.format('Different IDs: a randflake_key and a public ID given as %s.', public.word),
+            public.name);
+    END LOOP;
+END
+$$;
+ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING hash ADD
+    OPERATOR 1 @extschema@.= (@extschema@.randflake_key, bigint),
+    OPERATOR 1 @extschema@.= (bigint, @extschema@.randflake_key),
+    FUNCTION 1 (bigint, bigint) pg_catalog.hashint8(bigint),
+    FUNCTION 2 (bigint, bigint) pg_catalog.hashint8extended(bigint, bigint);
 
 -- max() and min() over randflake_key: the newest and oldest key of a column. Their sort
 -- operators let the planner answer either from the btree index's end (one index probe, as for

@@ -355,15 +355,20 @@ declare_errors! {
         sqlstate: ERRCODE_NULL_VALUE_NOT_ALLOWED,
         when: "a NULL argument to an application lease function",
         message: format!("the {argument} of an application lease must not be NULL"),
-        hint: "Pass the holder's name, the node and a number of seconds.",
-        examples: [{ argument: "holder" }],
+        hint: match *argument {
+            "holder" => "Pass the holder's name: the process that holds the lease, in 1 to 200 bytes of text.",
+            "node_id" => "Pass the node_id that randflake_lease_acquire returned to this holder.",
+            // "seconds", the only other argument.
+            _ => "Pass how many seconds from now the lease is to last: 1 or more.",
+        },
+        examples: [{ argument: "holder" }, { argument: "node_id" }, { argument: "seconds" }],
     }
     /// An application lease argument out of range; why.
     AppLeaseArgument { reason: String } {
         sqlstate: ERRCODE_INVALID_PARAMETER_VALUE,
-        when: "seconds ≤ 0 or past 2058-11-05, a node outside the pool, a holder that is empty, over 200 bytes or holds control, format or line-breaking characters",
+        when: "seconds ≤ 0 or past 2058-11-05, a node outside the pool, a holder that is empty, over 200 bytes or holds an invisible or line-breaking character",
         message: format!("invalid application lease: {reason}"),
-        hint: "A holder is 1 to 200 bytes of text without control, format or line-breaking characters (Unicode Cc, Cf, Zl, Zp); seconds run from 1 to the last second an ID can carry (2058-11-05); the node is one of the application pool's.",
+        hint: "A holder is 1 to 200 bytes of text without invisible or line-breaking characters: no Unicode control, format or separator character (Cc, Cf, Zl, Zp), no default-ignorable code point such as U+200B or U+3164 HANGUL FILLER, no blank such as U+2800 BRAILLE PATTERN BLANK; seconds run from 1 to the last second an ID can carry (2058-11-05); the node is one of the application pool's.",
         examples: [{ reason: "a lease must last at least 1 second, not 0".into() }],
     }
     /// Every node of the application pool is leased.
@@ -422,6 +427,19 @@ declare_errors! {
         message: format!("invalid binary randflake_key: {length} bytes instead of 8"),
         hint: "In binary format a randflake_key is sent as its public ID, exactly as a bigint: eight bytes, big-endian, signed. Send a bigint, or the ID's canonical string in text format.",
         examples: [{ length: 4 }],
+    }
+    /// A role without the decoder grant turned a public ID into a `randflake_key`: the key holds
+    /// the plain value, which sorts by creation, so making one is decoding.
+    DecoderGrantMissing { role: String, schema: String } {
+        sqlstate: ERRCODE_INSUFFICIENT_PRIVILEGE,
+        when: "a role that is not a superuser and may not execute `randflake_decode(bigint)` turns a public ID into a `randflake_key`: the type's text or binary input (a literal, an untyped parameter, `COPY ... FROM`), or a cast from `bigint` or `randflake_id`",
+        message: format!("permission denied to turn a public ID into a randflake_key: role \"{}\" may not decode IDs", quoted_excerpt(role)),
+        hint: format!(
+            "A randflake_key sorts by creation, so making one from an ID reveals as much as decoding it. To look a row up by its public ID, compare without making a key: WHERE id = $1::bigint, or WHERE id = $1::text for the string form. To let the role make keys: GRANT EXECUTE ON FUNCTION {}.randflake_decode(bigint) TO {};",
+            sql_identifier(schema),
+            sql_identifier(role)
+        ),
+        examples: [{ role: "orders_service".into(), schema: "public".into() }],
     }
     /// `randflake_key_lowest()` or `randflake_key_highest()` was given a time no ID can carry.
     TimestampOutsideIds { unix_second: i64 } {
@@ -539,6 +557,11 @@ fn quoted_excerpt(input: &str) -> String {
         excerpt.push('…');
     }
     excerpt
+}
+
+/// A name as SQL writes it in a statement: in double quotes, its own double quotes doubled.
+fn sql_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// A keeper report for the examples.

@@ -15,6 +15,7 @@ use crate::generation::Output;
 use crate::lease_table::TableUse;
 use crate::node_config::{self, Mode};
 use crate::pg;
+use crate::pg::decoder_grant;
 use crate::pg::fast_call::{self, FastCall};
 use crate::pg::procedure::{Call, Out};
 use crate::{app_leases, generation, lease_table, secret, status};
@@ -225,24 +226,6 @@ fn randflake_next_key() -> i64 {
     generation::reserved_id(Output::Keys).unwrap_or_else(|| generation::next_id(Output::Keys))
 }
 
-/// The plain value of an ID (a `bigint` or `randflake_id`): the cast into `randflake_key`.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_from_id(id: i64) -> i64 {
-    secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
-}
-
-/// The casts into `randflake_key` from `integer` and `smallint`: a public ID small enough for
-/// them (one in 2^32 is), decrypted as from `bigint`.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_from_int4(id: i32) -> i64 {
-    randflake_key_from_id(id.into())
-}
-
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_from_int2(id: i16) -> i64 {
-    randflake_key_from_id(id.into())
-}
-
 /// The ID a `randflake_key` holds, encrypted: the cast out of `randflake_key`, and what its
 /// text and binary forms show.
 #[pg_extern(stable, strict, parallel_safe, sql = false)]
@@ -274,9 +257,12 @@ fn public_id_of(key: i64) -> i64 {
     })
 }
 
-/// The key of a public ID, decrypted outside pgrx's guard, or the error of a missing secret.
+/// The key of a public ID, for a caller that may decode (`pg::decoder_grant`): decrypted
+/// outside pgrx's guard; otherwise the refusal, or the error of a missing secret.
 #[allow(unsafe_code)]
-fn key_of(id: i64) -> i64 {
+fn key_of(call: &FastCall, id: i64) -> i64 {
+    // SAFETY: called from the entry points below, outside any guard, with nothing to drop.
+    unsafe { decoder_grant::require(call.function()) };
     unguarded(|| secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).ok()).unwrap_or_else(|| {
         // SAFETY: as in `public_id_of`.
         unsafe { key_of_guarded(id) }
@@ -292,7 +278,7 @@ unsafe extern "C-unwind" fn public_id_guarded(key: i64) -> i64 {
 #[allow(unsafe_code)]
 #[pg_guard]
 unsafe extern "C-unwind" fn key_of_guarded(id: i64) -> i64 {
-    randflake_key_from_id(id)
+    secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
 }
 
 /// Input of `randflake_key`: the canonical string of the ID, decrypted.
@@ -310,7 +296,7 @@ pub unsafe extern "C-unwind" fn randflake_key_in_wrapper(fcinfo: pg_sys::Functio
         // SAFETY: as in `public_id_of`.
         unsafe { id_in_guarded(input.as_ptr()) }
     });
-    pg_sys::Datum::from(key_of(id))
+    pg_sys::Datum::from(key_of(&call, id))
 }
 
 /// Raises the error of an input that is not an ID's canonical string, naming what is wrong.
@@ -356,13 +342,27 @@ pub unsafe extern "C-unwind" fn randflake_key_recv_wrapper(fcinfo: pg_sys::Funct
         // SAFETY: as in `public_id_of`.
         Err(length) => unsafe { invalid_binary_guarded(length) },
     };
-    pg_sys::Datum::from(key_of(id))
+    pg_sys::Datum::from(key_of(&call, id))
 }
 
 #[allow(unsafe_code)]
 #[pg_guard]
 unsafe extern "C-unwind" fn invalid_binary_guarded(length: usize) -> i64 {
     Error::InvalidKeyBinary { length }.raise()
+}
+
+/// The casts into `randflake_key` from `bigint` and `randflake_id` (the same eight bytes): the
+/// public ID, decrypted, for a caller that may decode.
+///
+/// # Safety
+///
+/// Called only by PostgreSQL's function manager, as the C function of those casts.
+#[allow(unsafe_code)]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn randflake_key_from_id_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fcinfo is what the function manager passed, used during this call only.
+    let call = unsafe { FastCall::new(fcinfo) };
+    pg_sys::Datum::from(key_of(&call, call.int8(0)))
 }
 
 /// Binary output of `randflake_key`: the ID as bigint's eight bytes.
@@ -381,11 +381,91 @@ pub unsafe extern "C-unwind" fn randflake_key_send_wrapper(fcinfo: pg_sys::Funct
 }
 
 pg::version_1!(
+    pg_finfo_randflake_key_from_id_wrapper,
     pg_finfo_randflake_key_in_wrapper,
     pg_finfo_randflake_key_out_wrapper,
     pg_finfo_randflake_key_recv_wrapper,
     pg_finfo_randflake_key_send_wrapper
 );
+
+// Equality between a `randflake_key` and a public ID (smallint, integer, bigint, randflake_id,
+// text), so that `WHERE id = $1` finds a row by its public ID without making a key of it, which
+// only roles that may decode can do. Each operator says only whether the two are the same ID, so
+// it is everyone's. The btree operator family holds these operators with the support functions
+// below, which order a public ID by its plain value: the index then serves `id = $1`, `id =
+// ANY($1)` and joins with a bigint column. Those support functions reveal the order, so their
+// EXECUTE is granted to no one; btree calls them without that privilege.
+
+/// The public ID of a key: what it is compared with.
+fn public_id(key: i64) -> i64 {
+    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
+}
+
+/// The plain value of a public ID, for the order of the btree support functions only.
+fn plain_value(id: i64) -> u64 {
+    secret::with_cipher(|cipher| cipher.decrypt_raw(id)).unwrap_or_else(|error| error.raise())
+}
+
+/// `=`, `<>` and the btree support of a key against one type of public ID, under the names the
+/// 0.6.0 script declares; `$id` turns the argument into the ID's bigint.
+macro_rules! compared_with_public_ids {
+    ($($public:ty => $eq:ident, $ne:ident, $eq_reversed:ident, $ne_reversed:ident, $order:ident, $order_of_ids:ident, $id:expr;)+) => {$(
+        #[pg_extern(stable, strict, parallel_safe, sql = false)]
+        fn $eq(key: i64, id: $public) -> bool {
+            public_id(key) == $id(id)
+        }
+
+        #[pg_extern(stable, strict, parallel_safe, sql = false)]
+        fn $ne(key: i64, id: $public) -> bool {
+            public_id(key) != $id(id)
+        }
+
+        #[pg_extern(stable, strict, parallel_safe, sql = false)]
+        fn $eq_reversed(id: $public, key: i64) -> bool {
+            public_id(key) == $id(id)
+        }
+
+        #[pg_extern(stable, strict, parallel_safe, sql = false)]
+        fn $ne_reversed(id: $public, key: i64) -> bool {
+            public_id(key) != $id(id)
+        }
+
+        #[pg_extern(stable, strict, parallel_safe, sql = false)]
+        fn $order(key: i64, id: $public) -> i32 {
+            ordered::compare(key as u64, plain_value($id(id))) as i32
+        }
+
+        #[pg_extern(stable, strict, parallel_safe, sql = false)]
+        fn $order_of_ids(left: $public, right: $public) -> i32 {
+            ordered::compare(plain_value($id(left)), plain_value($id(right))) as i32
+        }
+    )+};
+}
+
+compared_with_public_ids! {
+    i16 => randflake_key_eq_int2, randflake_key_ne_int2, randflake_int2_eq_key, randflake_int2_ne_key,
+        randflake_key_order_int2, randflake_int2_order, i64::from;
+    i32 => randflake_key_eq_int4, randflake_key_ne_int4, randflake_int4_eq_key, randflake_int4_ne_key,
+        randflake_key_order_int4, randflake_int4_order, i64::from;
+    i64 => randflake_key_eq_int8, randflake_key_ne_int8, randflake_int8_eq_key, randflake_int8_ne_key,
+        randflake_key_order_int8, randflake_int8_order, i64::from;
+    &str => randflake_key_eq_text, randflake_key_ne_text, randflake_text_eq_key, randflake_text_ne_key,
+        randflake_key_order_text, randflake_text_order, randflake_from_string;
+}
+
+/// The hash of a key: bigint's hash of its public ID, so that a key and the same ID as a bigint
+/// hash alike (hash joins between the two), and so that no hash the server exposes (through
+/// `hash_array()`, `hash_record()`, hash partitions) is a function of the plain value.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_hash(key: i64) -> i32 {
+    pg::hash::int8(public_id(key))
+}
+
+/// The seeded hash of a key: bigint's seeded hash of its public ID.
+#[pg_extern(stable, strict, parallel_safe, sql = false)]
+fn randflake_key_hash_extended(key: i64, seed: i64) -> i64 {
+    pg::hash::int8_extended(public_id(key), seed)
+}
 
 // The comparison functions of `randflake_key` are C entry points of `pg::key_order`, beside its
 // sort support: nothing in them can fail.

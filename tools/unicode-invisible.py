@@ -1,11 +1,31 @@
 #!/usr/bin/env python3
-"""The code points a holder name may not hold: every Unicode control (Cc), format (Cf), line
-separator (Zl) and paragraph separator (Zp) character, as ranges, from Python's unicodedata.
+"""The code points a holder name may not hold: every character that is invisible or breaks a
+line, as ranges. They are:
 
-Rust's standard library has no table of general categories, so randflake/src/invisible.rs keeps
+* Unicode's control (Cc), format (Cf), line separator (Zl) and paragraph separator (Zp)
+  characters, from Python's unicodedata;
+* its default-ignorable code points, which a renderer may draw as nothing (U+034F COMBINING
+  GRAPHEME JOINER, the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, the variation selectors
+  such as U+FE0F, the ranges Unicode reserves for more of them);
+* characters that are letters or symbols to Unicode but that fonts draw blank: U+2800 BRAILLE
+  PATTERN BLANK and U+1D159 MUSICAL SYMBOL NULL NOTEHEAD.
+
+unicodedata has no Default_Ignorable_Code_Point property, so it is derived here as
+DerivedCoreProperties.txt defines it:
+
+    Other_Default_Ignorable_Code_Point + Cf + Variation_Selector
+    - White_Space - FFF9..FFFB - 13430..1343F - Prepended_Concatenation_Mark
+
+with the general category from unicodedata and the four other properties copied below from
+PropList.txt of UNICODE_VERSION. The formula leaves out the interlinear annotation (U+FFF9 to
+U+FFFB), Egyptian hieroglyph format and prepended concatenation marks because they are drawn,
+but they are format characters, so the first list above refuses them all the same.
+
+Rust's standard library has no table of these properties, so randflake/src/invisible.rs keeps
 one. `tools/unicode-invisible.py` prints that file; `--check FILE` compares FILE's table with what
-this Python's unicodedata says of every code point, 0 to 10FFFF, and fails on any difference or
-on a different Unicode version (`make check` runs it)."""
+this script derives for every code point, 0 to 10FFFF, and fails on any difference or on a
+different Unicode version (`make check` runs it). Either refuses to run under a Python whose unicodedata follows
+another Unicode version than the property lists below: copy that version's lists in first."""
 
 from __future__ import annotations
 
@@ -15,26 +35,92 @@ import unicodedata
 
 CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 
+# The version of PropList.txt (https://www.unicode.org/Public/14.0.0/ucd/PropList.txt) that the
+# lists below are copied from, as first and last code point of each range.
+UNICODE_VERSION = "14.0.0"
+
+OTHER_DEFAULT_IGNORABLE_CODE_POINT = [
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0000),
+    (0xE0002, 0xE001F),
+    (0xE0080, 0xE00FF),
+    (0xE01F0, 0xE0FFF),
+]
+
+VARIATION_SELECTOR = [(0x180B, 0x180D), (0x180F, 0x180F), (0xFE00, 0xFE0F), (0xE0100, 0xE01EF)]
+
+WHITE_SPACE = [
+    (0x0009, 0x000D),
+    (0x0020, 0x0020),
+    (0x0085, 0x0085),
+    (0x00A0, 0x00A0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+]
+
+PREPENDED_CONCATENATION_MARK = [
+    (0x0600, 0x0605),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+]
+
+# The two exceptions DerivedCoreProperties.txt writes as ranges rather than properties: the
+# interlinear annotation characters and the Egyptian hieroglyph format controls (13430..13438 in
+# Unicode 14.0, the range reaching 1343F from 15.0).
+DRAWN_FORMAT_CHARACTERS = [(0xFFF9, 0xFFFB), (0x13430, 0x1343F)]
+
+# Symbols that Unicode does not count as ignorable but that fonts draw as blank space: the Braille
+# pattern with no dot raised (U+2800) and the musical null notehead (U+1D159).
+BLANK_CHARACTERS = [(0x2800, 0x2800), (0x1D159, 0x1D159)]
+
+
+def points(ranges: list[tuple[int, int]]) -> set[int]:
+    return {code for first, last in ranges for code in range(first, last + 1)}
+
+
+def invisible() -> set[int]:
+    by_category = {code for code in range(0x110000) if unicodedata.category(chr(code)) in CATEGORIES}
+    format_characters = {code for code in by_category if unicodedata.category(chr(code)) == "Cf"}
+    default_ignorable = ((points(OTHER_DEFAULT_IGNORABLE_CODE_POINT) | format_characters | points(VARIATION_SELECTOR))
+                         - points(WHITE_SPACE) - points(DRAWN_FORMAT_CHARACTERS) - points(PREPENDED_CONCATENATION_MARK))
+    return by_category | default_ignorable | points(BLANK_CHARACTERS)
+
 
 def ranges() -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
-    for code in range(0x110000):
-        if unicodedata.category(chr(code)) in CATEGORIES:
-            if found and found[-1][1] == code - 1:
-                found[-1] = (found[-1][0], code)
-            else:
-                found.append((code, code))
+    for code in sorted(invisible()):
+        if found and found[-1][1] == code - 1:
+            found[-1] = (found[-1][0], code)
+        else:
+            found.append((code, code))
     return found
 
 
 def rust_source() -> str:
     rows = "\n".join(f"    (0x{first:04X}, 0x{last:04X})," for first, last in ranges())
-    return f"""//! Which characters are invisible or break a line: the Unicode control (Cc), format (Cf),
-//! line separator (Zl) and paragraph separator (Zp) characters, which the standard library has no
-//! table of. Generated by tools/unicode-invisible.py from Unicode {unicodedata.unidata_version}; `make check` compares
-//! it with Python's unicodedata for every code point.
+    return f"""//! Which characters are invisible or break a line: Unicode's control (Cc), format (Cf), line
+//! separator (Zl) and paragraph separator (Zp) characters, its default-ignorable code points (such
+//! as U+3164 HANGUL FILLER and the variation selectors), and U+2800 BRAILLE PATTERN BLANK and
+//! U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, which fonts draw blank. The standard library has no table
+//! of these. Generated by tools/unicode-invisible.py from Unicode {unicodedata.unidata_version}; `make check` compares
+//! it with the tool's derivation for every code point.
 
-/// Whether `c` is a control, format, line separator or paragraph separator character.
+/// Whether `c` is a control, format, line separator, paragraph separator, default-ignorable or
+/// blank character.
 pub fn is_invisible(c: char) -> bool {{
     let code = u32::from(c);
     INVISIBLE
@@ -69,10 +155,15 @@ mod tests {{
                 assert_eq!(is_invisible(c), listed, "U+{{code:04X}}");
             }}
         }}
-        for c in ['\\n', '\\u{{7f}}', '\\u{{ad}}', '\\u{{200b}}', '\\u{{202e}}', '\\u{{2028}}', '\\u{{2029}}', '\\u{{feff}}', '\\u{{e0001}}'] {{
+        let controls_and_separators = ['\\n', '\\u{{7f}}', '\\u{{2028}}', '\\u{{2029}}'];
+        let format = ['\\u{{ad}}', '\\u{{180e}}', '\\u{{200b}}', '\\u{{202e}}', '\\u{{2060}}', '\\u{{feff}}', '\\u{{e0001}}'];
+        let ignorable_letters_and_marks =
+            ['\\u{{34f}}', '\\u{{115f}}', '\\u{{1160}}', '\\u{{3164}}', '\\u{{ffa0}}', '\\u{{fe0f}}', '\\u{{e0100}}'];
+        let blank = ['\\u{{2800}}', '\\u{{1d159}}'];
+        for c in controls_and_separators.into_iter().chain(format).chain(ignorable_letters_and_marks).chain(blank) {{
             assert!(is_invisible(c), "{{c:?}}");
         }}
-        for c in ['a', ' ', '\\u{{a0}}', 'é', '\\u{{3000}}', '\\u{{1f600}}'] {{
+        for c in ['a', ' ', '\\u{{a0}}', 'é', '\\u{{3000}}', '\\u{{1100}}', '\\u{{3131}}', '\\u{{2801}}', '\\u{{1f600}}'] {{
             assert!(!is_invisible(c), "{{c:?}}");
         }}
     }}
@@ -81,6 +172,11 @@ mod tests {{
 
 
 def main() -> int:
+    if unicodedata.unidata_version != UNICODE_VERSION:
+        print(f"this Python's unicodedata follows Unicode {unicodedata.unidata_version} and the property lists in "
+              f"{sys.argv[0]} Unicode {UNICODE_VERSION}: copy the lists from PropList.txt of "
+              f"{unicodedata.unidata_version}", file=sys.stderr)
+        return 1
     if len(sys.argv) == 1:
         sys.stdout.write(rust_source())
         return 0
@@ -93,7 +189,7 @@ def main() -> int:
             return 1
         table = [(int(first, 16), int(last, 16)) for first, last in re.findall(r"\(0x([0-9A-F]+), 0x([0-9A-F]+)\),", text)]
         if table != ranges():
-            print(f"{sys.argv[2]}: its table differs from unicodedata's {'/'.join(CATEGORIES)} characters: "
+            print(f"{sys.argv[2]}: its table differs from the characters this tool derives: "
                   f"regenerate it with tools/unicode-invisible.py > {sys.argv[2]}", file=sys.stderr)
             return 1
         return 0

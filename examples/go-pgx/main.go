@@ -157,7 +157,9 @@ func keyedRows(ctx context.Context, app *pgx.Conn) ([]keyedRow, error) {
 			return nil, err
 		}
 		var byString, byPublic string
-		if err := app.QueryRow(ctx, "SELECT note FROM keyed_orders WHERE id = $1", row.ID).Scan(&byString); err != nil {
+		// Typed as text, the string is compared with the key; untyped, the server would read it as
+		// a key, which only roles with the decoder grant may make.
+		if err := app.QueryRow(ctx, "SELECT note FROM keyed_orders WHERE id = $1::text", row.ID).Scan(&byString); err != nil {
 			return nil, fmt.Errorf("reading %s back by string: %w", row.ID, err)
 		}
 		err = app.QueryRow(ctx, "SELECT id FROM keyed_orders WHERE id = $1::bigint", row.Public).Scan(&byPublic)

@@ -51,12 +51,27 @@ class RandflakeTimestamp(models.Func):
 class RandflakeKeyField(models.Field):
     """A randflake_key column: the canonical string in Python (psycopg reads the type's text form),
     the plain value on disk, so that the index follows creation time. A string compares with it
-    directly; an int must be cast: `filter(pk=Cast(Value(public_id), models.BigIntegerField()))`."""
+    as text (`PublicIdExact` below); an int must be cast:
+    `filter(pk=Cast(Value(public_id), models.BigIntegerField()))`."""
 
     description = "A Randflake ID ordered on disk, shown as its canonical string"
 
     def db_type(self, connection):
         return "randflake_key"
+
+
+@RandflakeKeyField.register_lookup
+class PublicIdExact(models.lookups.Exact):
+    """`filter(pk=string)`: the string sent as text, which the key compares with as a public ID
+    through its index. psycopg sends a str untyped, which the server would read as a key, and
+    making a key needs the decoder grant (EXECUTE on randflake_decode(bigint)) that an
+    application's role should not hold."""
+
+    def process_rhs(self, compiler, connection):
+        sql, params = super().process_rhs(compiler, connection)
+        if self.rhs_is_direct_value():
+            return f"({sql})::text", params
+        return sql, params
 
 
 class RandflakeNextKey(models.Func):

@@ -53,8 +53,8 @@ pub enum AppLeaseError {
         /// The clock reading.
         now: u64,
     },
-    /// The holder name is empty, too long, or holds a control, format, line separator or
-    /// paragraph separator character.
+    /// The holder name is empty, too long, or holds an invisible or line-breaking character
+    /// ([`check_holder`]).
     BadHolder,
 }
 
@@ -67,7 +67,10 @@ impl fmt::Display for AppLeaseError {
             }
             Self::ClockOutOfRange { now } => write!(f, "the clock reads {now}, outside the seconds an ID can carry"),
             Self::BadHolder => {
-                write!(f, "a holder is 1 to {HOLDER_MAX_BYTES} bytes of text without control, format or line-breaking characters")
+                write!(
+                    f,
+                    "a holder is 1 to {HOLDER_MAX_BYTES} bytes of text without invisible or line-breaking characters"
+                )
             }
         }
     }
@@ -94,10 +97,11 @@ impl AppWindow {
 }
 
 /// Checks a holder name: 1 to [`HOLDER_MAX_BYTES`] bytes, and no character that is invisible or
-/// breaks a line (Unicode's control, format, line and paragraph separator characters, such as
-/// a newline, U+202E RIGHT-TO-LEFT OVERRIDE or U+2028 LINE SEPARATOR), which would let a name
-/// read as another, or forge a line, where DBAs read it. Anything else about it is the
-/// application's business.
+/// breaks a line, which would let a name read as another, or forge a line, where DBAs read it:
+/// none of Unicode's control, format, line and paragraph separator characters (such as a newline,
+/// U+202E RIGHT-TO-LEFT OVERRIDE or U+2028 LINE SEPARATOR), its default-ignorable code points
+/// (such as U+3164 HANGUL FILLER or a variation selector) or the characters fonts draw blank
+/// (U+2800 BRAILLE PATTERN BLANK). Anything else about it is the application's business.
 pub fn check_holder(holder: &str) -> Result<(), AppLeaseError> {
     let ok = !holder.is_empty() && holder.len() <= HOLDER_MAX_BYTES && !holder.chars().any(is_invisible);
     ok.then_some(()).ok_or(AppLeaseError::BadHolder)
@@ -307,7 +311,16 @@ mod tests {
         {
             assert_eq!(check_holder(invisible), Err(AppLeaseError::BadHolder), "{invisible:?}");
         }
+        // Default-ignorable code points, among them the Hangul fillers, which are letters, and
+        // characters drawn blank: each alone, and hidden inside a name another holder has.
+        let ignorable_and_blank = "\u{115f}\u{1160}\u{3164}\u{ffa0}\u{2800}\u{1d159}\
+             \u{34f}\u{180e}\u{200b}\u{2060}\u{fe0f}\u{e0001}\u{e0100}";
+        for invisible in ignorable_and_blank.chars() {
+            assert_eq!(check_holder(&invisible.to_string()), Err(AppLeaseError::BadHolder), "{invisible:?}");
+            assert_eq!(check_holder(&format!("worker{invisible}-7")), Err(AppLeaseError::BadHolder), "{invisible:?}");
+        }
         assert_eq!(check_holder("wörker 7 \u{1f600}"), Ok(()));
+        assert_eq!(check_holder("\u{3131}\u{1100}\u{2801}"), Ok(()), "Hangul letters, a Braille pattern with a dot");
         assert_eq!(check_holder("'; DROP TABLE t; --"), Ok(()), "SQL is the database's problem, passed as a parameter");
     }
 

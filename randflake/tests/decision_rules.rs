@@ -34,9 +34,7 @@ mod app_lease {
         );
         assert_eq!(
             reason(check_holder("").unwrap_err()),
-            format!(
-                "a holder is 1 to {HOLDER_MAX_BYTES} bytes of text without control, format or line-breaking characters"
-            )
+            format!("a holder is 1 to {HOLDER_MAX_BYTES} bytes of text without invisible or line-breaking characters")
         );
     }
 }

@@ -36,7 +36,7 @@ use crate::node_config::{self, Mode};
 use crate::pg::identity::{self, Role};
 use crate::pg::lock::TableLock;
 use crate::pg::procedure::{Call, Committed, Durability, NotOwn, OwnTransaction};
-use crate::pg::transaction::Alone;
+use crate::pg::transaction::{self, Alone};
 use crate::pg::{backend, clock};
 use crate::shmem::keeper_board;
 
@@ -363,23 +363,27 @@ pub fn status() -> Option<PoolStatus> {
         return None;
     }
     // A monitoring session must not keep a lock on the table open: one held in an idle
-    // transaction would queue a VACUUM FULL's request, and the keeper behind it.
+    // transaction would queue a VACUUM FULL's request, and the keeper behind it. Refused in a
+    // transaction block, and read in a subtransaction rolled back at once, which releases the
+    // lock also where a pipeline leaves the transaction open.
     if identity::in_transaction_block() {
         Error::PoolStatusInTransaction { function: FUNCTION }.raise();
     }
     let keeper = Role::named(node_config::keeper_role().as_deref())?;
-    keeper.acting(|| {
-        let table = open_table()?;
-        table.lock(TableLock::AccessShare).unwrap_or_else(|not_granted| locked(FUNCTION, not_granted));
-        let now = clock::unix_second();
-        let held = table.held_ends(pool.0, pool.1, now);
-        let windows = windows_of(&table, pool);
-        let free =
-            (pool.0..=pool.1).filter(|node| app_lease::free_node(*node, *node, &windows, now, 0).is_some()).count();
-        // The moment the soonest lease ends: the second after its last.
-        let soonest_end = held.iter().min().map(|last| last + 1);
-        Some(PoolStatus { pool, held: held.len() as u32, free: free as u32, soonest_end })
-    })
+    keeper.acting(|| transaction::with_locks_released(|| pool_status(FUNCTION, pool)))
+}
+
+/// The pool's state, read from the lease table.
+fn pool_status(function: &'static str, pool: (u32, u32)) -> Option<PoolStatus> {
+    let table = open_table()?;
+    table.lock(TableLock::AccessShare).unwrap_or_else(|not_granted| locked(function, not_granted));
+    let now = clock::unix_second();
+    let held = table.held_ends(pool.0, pool.1, now);
+    let windows = windows_of(&table, pool);
+    let free = (pool.0..=pool.1).filter(|node| app_lease::free_node(*node, *node, &windows, now, 0).is_some()).count();
+    // The moment the soonest lease ends: the second after its last.
+    let soonest_end = held.iter().min().map(|last| last + 1);
+    Some(PoolStatus { pool, held: held.len() as u32, free: free as u32, soonest_end })
 }
 
 /// The start of the holder of every lease that `role`'s holders released: it counts against the

@@ -28,6 +28,21 @@ impl FastCall {
         Self { fcinfo }
     }
 
+    /// The SQL function being called (its oid); `InvalidOid` for a direct call from C, which
+    /// has no function manager entry.
+    pub fn function(&self) -> pg_sys::Oid {
+        // SAFETY: fcinfo is live for the call (see `new`); flinfo, where set, is the function
+        // manager's lookup of the function being called.
+        unsafe {
+            let flinfo = (*self.fcinfo).flinfo;
+            if flinfo.is_null() {
+                pg_sys::InvalidOid
+            } else {
+                (*flinfo).fn_oid
+            }
+        }
+    }
+
     fn argument(&self, index: usize) -> pg_sys::Datum {
         // SAFETY: fcinfo is live for the call (see `new`); the callers below name an argument
         // their SQL declaration has, and none is null (see `FastCall`).

@@ -25,6 +25,16 @@ impl Role {
         (oid != pg_sys::InvalidOid).then_some(Self(oid))
     }
 
+    pub fn oid(self) -> pg_sys::Oid {
+        self.0
+    }
+
+    /// Whether the role is a superuser now.
+    pub fn is_superuser(self) -> bool {
+        // SAFETY: a catalog lookup of the role's superuser flag; false for a role that is gone.
+        unsafe { pg_sys::superuser_arg(self.0) }
+    }
+
     /// The role's name.
     pub fn name(self) -> String {
         // SAFETY: a catalog lookup that returns a palloc'd NUL-terminated name, or null (noerr).

@@ -7,8 +7,10 @@
 pub mod backend;
 pub mod bgworker;
 pub mod clock;
+pub mod decoder_grant;
 pub mod fast_call;
 pub mod guc;
+pub mod hash;
 mod headers;
 pub mod identity;
 mod key_order;

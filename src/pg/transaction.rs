@@ -1,5 +1,5 @@
-//! Transactions a background worker runs for itself, outside any client's, and the one catalog
-//! read that needs no database.
+//! Transactions a background worker runs for itself, outside any client's, a subtransaction that
+//! gives its locks back, and the one catalog read that needs no database.
 
 use std::ffi::CStr;
 
@@ -59,6 +59,29 @@ pub fn abort() {
     // SAFETY: AbortCurrentTransaction handles every transaction state, idle included, and
     // releases the snapshots, locks and memory of the aborted transaction.
     unsafe { pg_sys::AbortCurrentTransaction() };
+}
+
+/// Runs read-only `work` in a subtransaction that is then rolled back, so that the locks it took
+/// are released when it returns instead of lasting to the end of the caller's transaction: an
+/// idle transaction, or a pipeline that has not sent its Sync, then holds none of them. What
+/// `work` returns must be its own (Rust) values: whatever it allocated in the subtransaction's
+/// memory is gone.
+pub fn with_locks_released<T>(work: impl FnOnce() -> T) -> T {
+    // SAFETY: reading the caller's memory context and resource owner, to restore them after the
+    // subtransaction as PL/pgSQL does around an exception block.
+    let (context, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    // SAFETY: a subtransaction inside the caller's transaction, which a SQL function runs in;
+    // an ERROR in `work` aborts the caller's transaction, subtransaction and all.
+    unsafe { pg_sys::BeginInternalSubTransaction(std::ptr::null()) };
+    let value = work();
+    // SAFETY: rolling back the subtransaction begun above, which releases its locks, then
+    // putting back the caller's memory context and resource owner.
+    unsafe {
+        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+    }
+    value
 }
 
 /// Whether `name` is in pg_database, read in a transaction of its own by a worker connected to

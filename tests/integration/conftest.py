@@ -259,6 +259,7 @@ SERIAL_SECONDS = {
     "test_clients.py": 5, "test_bad_input.py": 4, "test_interop.py": 4, "test_sql_reference.py": 1,
     "test_multimaster.py": 1, "test_pg_upgrade.py": 1,
     "test_dba_guide.py": 60,
+    "test_resolution.py": 4,
 }
 
 

@@ -46,7 +46,10 @@ APP_POOL = (1000, 1015)
 APP_POOL_SETTINGS = (f"randflake.app_node_id_min = {APP_POOL[0]}", f"randflake.app_node_id_max = {APP_POOL[1]}")
 GENERATORS = 6
 # The load runs in rounds of RUN_SECONDS until it has done what the checks need (a loaded machine
-# gets through less in a round), at most MAX_ROUNDS.
+# gets through less in a round), at most MAX_ROUNDS: the IDs, inserts and kills below, and a node
+# leased twice. Each round starts a new process per slot, which leases before it makes an ID, and
+# more leases than the pool has nodes make a reuse certain: three rounds reach it, however few
+# leases a loaded machine gets through in each.
 RUN_SECONDS = 20
 MAX_ROUNDS = 6
 MIN_APP_IDS, MIN_DB_IDS, MIN_KILLS = 10_000, 1_000, 4
@@ -255,13 +258,15 @@ class Load:
         return any(self.out.glob(f"{incarnation.holder}.*.window"))
 
     def enough(self) -> bool:
-        """Whether the rounds so far made the IDs, inserts and kills the checks ask for."""
-        made = sum(len(window.ids) for window in read_windows(self.out))
+        """Whether the rounds so far made the IDs, inserts, kills and node reuse the checks ask for."""
+        windows = read_windows(self.out)
+        made = sum(len(window.ids) for window in windows)
         killed = sum(incarnation.killed for incarnation in self.incarnations)
         return (
             made > MIN_APP_IDS
             and all(self.inserted[member] > MIN_DB_IDS for member in range(len(self.members)))
             and killed >= MIN_KILLS
+            and node_reuses(windows) > 0
         )
 
     def run(self, seconds: float) -> None:
@@ -316,6 +321,11 @@ def read_windows(out: pathlib.Path) -> list[Window]:
         holder = pathlib.Path(stem).name.split(".")[0]
         windows.append(Window(holder, node, start, end, ids))
     return windows
+
+
+def node_reuses(windows: list[Window]) -> int:
+    """How many of the leases were of a node already leased earlier in the run."""
+    return len(windows) - len({window.node for window in windows})
 
 
 def check(checker: Cluster, members: list[Cluster], windows: list[Window], key: bytes) -> dict:
@@ -376,15 +386,13 @@ def check(checker: Cluster, members: list[Cluster], windows: list[Window], key: 
     for window in windows:
         assert APP_POOL[0] <= window.node <= APP_POOL[1], window
         by_node[window.node].append(window)
-    reused = 0
     for node, node_windows in by_node.items():
         node_windows.sort(key=lambda window: window.start)
         for earlier, later in zip(node_windows, node_windows[1:]):
             assert later.start >= earlier.end_exclusive, (
                 node, earlier.holder, earlier.end_exclusive, later.holder, later.start
             )
-            reused += 1
-    return {**counts, "leases": len(windows), "node reuses": reused}
+    return {**counts, "leases": len(windows), "node reuses": node_reuses(windows)}
 
 
 def own_nodes(member: Cluster) -> tuple[int, int]:
@@ -424,7 +432,7 @@ def run_and_check(members: list[Cluster], leases_on: Cluster, tmp_path: pathlib.
             conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN")
             conn.execute(f"GRANT EXECUTE ON {LEASE_FUNCTIONS} TO {APP_ROLE}")
     load = Load(members, key_file, out, seed)
-    for _ in range(MAX_ROUNDS):
+    for rounds in range(1, MAX_ROUNDS + 1):
         load.run(RUN_SECONDS)
         if load.enough():
             break
@@ -432,7 +440,7 @@ def run_and_check(members: list[Cluster], leases_on: Cluster, tmp_path: pathlib.
     windows = read_windows(out)
     counts = check(members[0], members, windows, members[0].key_bytes)
     report(load, windows, counts, mode)
-    print(f"  checked in {time.monotonic() - checked:.1f} s")
+    print(f"  rounds of {RUN_SECONDS} s: {rounds}; checked in {time.monotonic() - checked:.1f} s")
 
     killed = sum(incarnation.killed for incarnation in load.incarnations)
     assert killed >= MIN_KILLS, killed
@@ -442,7 +450,10 @@ def run_and_check(members: list[Cluster], leases_on: Cluster, tmp_path: pathlib.
     assert len(holders) >= GENERATORS + killed // 2, "killed processes' successors leased again"
     # Generators on every member were served.
     assert {int(holder.split("-")[1]) % len(members) for holder in holders} == set(range(len(members)))
-    assert counts["node reuses"] > 0, "no node was leased twice: the run proved nothing about reuse"
+    assert counts["node reuses"] > 0, (
+        f"no node was leased twice in {rounds} rounds of {RUN_SECONDS} s ({counts['leases']} leases of "
+        f"{APP_POOL[1] - APP_POOL[0] + 1} nodes): the run proved nothing about reuse"
+    )
     # Every generator that ran to the end of its round released its lease.
     finals = [f"app/{APP_ROLE}/{incarnation.holder}" for incarnation in load.incarnations if not incarnation.killed]
     with leases_on.connect() as conn:

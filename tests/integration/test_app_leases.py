@@ -351,7 +351,7 @@ class Case:
 
 
 NOT_IN_POOL = f"is not in the application pool {POOL[0]}..{POOL[1]}"
-BAD_HOLDER = "a holder is 1 to 200 bytes of text without control, format or line-breaking characters"
+BAD_HOLDER = "a holder is 1 to 200 bytes of text without invisible or line-breaking characters"
 
 
 def acquire_case(name: str, holder: str, seconds: str, sqlstate: str, message: str) -> Case:
@@ -369,7 +369,8 @@ def release_case(name: str, holder: str, node: str, sqlstate: str, message: str)
 
 
 def bad_holders() -> list[tuple[str, str]]:
-    """(name, SQL literal) of holders that are not 1 to 200 bytes of printable text."""
+    """(name, SQL literal) of holders that are not 1 to 200 bytes of text without invisible or
+    line-breaking characters."""
     return [
         ("empty", "''"),
         ("201 bytes", f"'{'h' * 201}'"),
@@ -384,6 +385,20 @@ def bad_holders() -> list[tuple[str, str]]:
         ("paragraph separator", "E'a\\u2029'"),
         ("zero-width space", "E'a\\u200Bb'"),
         ("byte order mark", "E'\\uFEFFa'"),
+        ("word joiner", "E'a\\u2060b'"),
+        ("Mongolian vowel separator", "E'a\\u180Eb'"),
+        ("combining grapheme joiner", "E'a\\u034Fb'"),
+        ("variation selector 16", "E'a\\uFE0F'"),
+        ("variation selector 17", "E'a\\U000E0100'"),
+        ("language tag", "E'\\U000E0001a'"),
+        ("Hangul choseong filler", "E'a\\u115Fb'"),
+        ("Hangul jungseong filler", "E'a\\u1160b'"),
+        ("Hangul filler", "E'a\\u3164b'"),
+        ("Hangul filler alone", "E'\\u3164'"),
+        ("halfwidth Hangul filler", "E'a\\uFFA0b'"),
+        ("Braille pattern blank", "E'a\\u2800b'"),
+        ("Braille pattern blank alone", "E'\\u2800'"),
+        ("musical null notehead", "E'a\\U0001D159b'"),
     ]
 
 
@@ -494,6 +509,73 @@ def test_calls_outside_autocommit_or_outside_the_keepers_database_are_refused(po
                 assert "autocommit" in error.diag.message_hint
                 in_block.rollback()
         assert lease_table(admin) == before
+
+
+def acquire_in_block(holder: str, before: str = "", after: str = "") -> str:
+    """A DO block that runs `before`, CALLs acquire for `holder`, then runs `after`."""
+    return f"""DO $$ DECLARE node int; first bigint; after bigint; BEGIN
+                   {before}
+                   CALL randflake_lease_acquire('{holder}', 600, node, first, after);
+                   {after}
+               END $$"""
+
+
+def test_a_call_from_a_do_block_or_a_procedure_commits_the_transaction_it_runs_in(pool):
+    """PL/pgSQL run by a DO or CALL of its own in autocommit mode may CALL the lease procedures:
+    each commits the transaction the block is in, as a COMMIT there would, and the block goes on
+    in a new one. Where PostgreSQL would not let a COMMIT end the transaction, they refuse."""
+    with pool.connect() as admin:
+        admin.execute("CREATE TEMP TABLE work (step text)")
+
+        def leased(holder: str) -> int:
+            return admin.execute(
+                "SELECT count(*) FROM randflake.node_leases WHERE holder = %s", (f"app/postgres/{holder}",)
+            ).fetchone()[0]
+
+        def work() -> list[str]:
+            return [step for (step,) in admin.execute("SELECT step FROM work ORDER BY step").fetchall()]
+
+        with pytest.raises(psycopg.errors.RaiseException):
+            admin.execute(acquire_in_block("then-fails", after="INSERT INTO work VALUES ('after'); RAISE 'later';"))
+        assert (leased("then-fails"), work()) == (1, []), "a later error takes back what followed, not the lease"
+
+        admin.execute(acquire_in_block("after-commit", before="INSERT INTO work VALUES ('before'); COMMIT;"))
+        assert (leased("after-commit"), work()) == (1, ["before"])
+
+        admin.execute(
+            """CREATE PROCEDURE take_a_lease(holder text, INOUT node int) LANGUAGE plpgsql AS $$
+                   DECLARE first bigint; after bigint;
+                   BEGIN CALL randflake_lease_acquire(holder, 600, node, first, after); END $$"""
+        )
+        admin.execute(
+            """CREATE FUNCTION take_a_lease(holder text) RETURNS int LANGUAGE plpgsql AS $$
+                   DECLARE node int; first bigint; after bigint;
+                   BEGIN CALL randflake_lease_acquire(holder, 600, node, first, after); RETURN node; END $$"""
+        )
+        try:
+            node = admin.execute("CALL take_a_lease('by-a-procedure', NULL)").fetchone()[0]
+            assert POOL[0] <= node <= POOL[1] and leased("by-a-procedure") == 1
+
+            before = lease_table(admin)
+            error = refused(admin, acquire_in_block("after-writes", before="INSERT INTO work VALUES ('uncommitted');"))
+            assert error.sqlstate == "25001"
+            assert "would commit what the statements before it wrote" in error.diag.message_primary
+            for statement in (
+                "SELECT take_a_lease('by-a-function')",
+                acquire_in_block("in-an-exception-block", "BEGIN", "EXCEPTION WHEN division_by_zero THEN END;"),
+                f"SELECT 1; {acquire_in_block('in-a-query-string')}",
+            ):
+                error = refused(admin, statement)
+                assert error.sqlstate == "25001", statement
+                assert "must be a statement of its own" in error.diag.message_primary, statement
+            with pool.connect() as in_block:
+                in_block.autocommit = False
+                error = refused(in_block, "CALL take_a_lease('in-begin', NULL)")
+                assert error.sqlstate == "25001"
+            assert lease_table(admin) == before and work() == ["before"]
+        finally:
+            admin.execute("DROP PROCEDURE take_a_lease(text, int)")
+            admin.execute("DROP FUNCTION take_a_lease(text)")
 
 
 # --- durable before returned -----------------------------------------------------------------
@@ -915,6 +997,47 @@ def test_no_role_without_write_rights_can_hold_up_acquisitions(pool):
             watcher.execute("SELECT * FROM randflake_app_leases()")
         node, _, _ = acquire(conn, "not-held-up", 5)
         assert POOL[0] <= node <= POOL[1]
+
+
+def _locks_on_the_lease_table(admin: psycopg.Connection, pid: int) -> list[str]:
+    return [row[0] for row in admin.execute(
+        "SELECT mode FROM pg_locks WHERE pid = %s AND relation = 'randflake.node_leases'::regclass", (pid,))]
+
+
+def test_no_monitoring_role_can_name_the_lease_table_or_keep_its_lock(pool):
+    """PostgreSQL locks a table a statement names while parsing it, before checking privileges:
+    with USAGE on schema randflake, a pg_monitor member's `PREPARE ... FROM randflake.node_leases`
+    in an open transaction held AccessShareLock without SELECT, and a LOCK TABLE queued behind it
+    stopped generation (issue 36). The name no longer resolves for it, and nothing is locked.
+    randflake_app_leases() in a pipeline without a Sync, whose implicit transaction stays open
+    while a later statement runs, gives the table's lock back before it returns."""
+    with pool.connect(user="watcher") as watcher, pool.connect() as admin:
+        pid = watcher.info.backend_pid
+        with watcher.transaction():
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as caught:
+                watcher.execute("PREPARE peek AS SELECT 1 FROM randflake.node_leases")
+            assert "schema randflake" in caught.value.diag.message_primary, caught.value
+        with watcher.transaction():
+            watcher.execute("SET LOCAL search_path = randflake, public")
+            with pytest.raises(psycopg.errors.UndefinedTable):
+                watcher.execute("PREPARE peek AS SELECT 1 FROM node_leases")
+            assert _locks_on_the_lease_table(admin, pid) == []
+        pooled = threading.Thread(target=_pool_status_then_sleep, args=(watcher,), daemon=True)
+        pooled.start()
+        asleep = "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s"
+        wait_for(lambda: admin.execute(asleep, (pid,)).fetchone()[0], 10, "the monitoring pipeline to sleep")
+        assert _locks_on_the_lease_table(admin, pid) == []
+        admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        pooled.join(10)
+
+
+def _pool_status_then_sleep(conn: psycopg.Connection) -> None:
+    """randflake_app_leases() and a 20 s sleep in one pipeline, without a Sync between them."""
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        with conn.pipeline() as pipeline:
+            conn.execute("SELECT * FROM randflake_app_leases()")
+            conn.execute("SELECT pg_sleep(20)")
+            pipeline.sync()
 
 
 # --- monitoring and configuration -----------------------------------------------------------

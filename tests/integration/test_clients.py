@@ -252,13 +252,17 @@ class SqlAlchemyOrder(Base):
 
 
 class RandflakeKey(sqlalchemy.types.UserDefinedType):
-    """The randflake_key column type: psycopg reads its text form, the canonical string, and sends
-    a str parameter untyped, which the server parses as one."""
+    """The randflake_key column type: psycopg reads its text form, the canonical string. A str
+    parameter is sent as text, which the key compares with as a public ID: untyped, the server
+    would read it as a key, which only roles with the decoder grant may make."""
 
     cache_ok = True
 
     def get_col_spec(self) -> str:
         return "randflake_key"
+
+    def bind_expression(self, bindvalue):
+        return sqlalchemy.cast(bindvalue, Text)
 
 
 class SqlAlchemyKeyedOrder(Base):

@@ -178,6 +178,112 @@ def test_integer_ids_of_every_width_find_their_row_through_the_index(shared_clus
             assert "Index Scan using widths_pkey" in plan and "$1" in plan, plan
 
 
+def plan_of(conn, query: str, parameters=()) -> str:
+    return "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}", parameters))
+
+
+def test_a_role_that_may_only_read_finds_rows_by_public_id_through_the_index(shared_cluster):
+    """Issue 36: a role with SELECT on a key table and no decoder grant finds rows by their
+    public ID sent typed, as drivers send it (bigint from pgx and JDBC's setLong, integer and
+    smallint from psycopg for the few IDs that fit, text in binary format from psycopg, a
+    randflake_id), by `= ANY` of an array and through joins to a bigint ID column, each through
+    the key's index, in custom and generic plans; an untyped string is read as a key, which it
+    may not make, and it is told how to compare instead."""
+    with shared_cluster.connect() as conn:
+        keyed_table(conn, "by_public", 3000)
+        conn.execute("INSERT INTO by_public (id, note) VALUES (5::bigint, 'five')")
+        conn.execute("CREATE TABLE public_refs (ref bigint PRIMARY KEY, n int)")
+        conn.execute("INSERT INTO public_refs SELECT id::bigint, row_number() OVER () FROM by_public"
+                     " WHERE note <> 'five' ORDER BY note LIMIT 4")
+        conn.execute("ANALYZE by_public")
+        conn.execute("ANALYZE public_refs")
+        conn.execute("CREATE ROLE lookup_only LOGIN")
+        conn.execute("GRANT SELECT ON by_public, public_refs TO lookup_only")
+        rows = conn.execute("SELECT id::text, id::bigint, note FROM by_public WHERE note <> 'five' LIMIT 3").fetchall()
+    (text, public, note), others = rows[0], rows[1:]
+    with shared_cluster.connect(user="lookup_only") as conn:
+        lookups = [(public, "%b", note), (public, "%t", note), (Int8(public), "%b", note), (text, "%b", note),
+                   (Int2(5), "%b", "five"), (Int4(5), "%t", "five"), (5, "%t", "five")]
+        for parameter, placeholder, expected in lookups:
+            query = f"SELECT note FROM by_public WHERE id = {placeholder}"
+            assert conn.execute(query, (parameter,)).fetchall() == [(expected,)], (parameter, placeholder)
+            assert "Index Scan using by_public_pkey" in plan_of(conn, query, (parameter,)), (parameter, placeholder)
+        by_id = "SELECT note FROM by_public WHERE id = %s::randflake_id"
+        assert conn.execute(by_id, (text,)).fetchall() == [(note,)]
+        assert "Index Scan using by_public_pkey" in plan_of(conn, by_id, (text,))
+        # Arrays: the index looks each ID up.
+        for array in ([public, *(row[1] for row in others)], [text, *(row[0] for row in others)]):
+            query = "SELECT note FROM by_public WHERE id = ANY(%b) ORDER BY note"
+            assert conn.execute(query, (array,)).fetchall() == sorted([(note,), *((row[2],) for row in others)])
+            assert "Index Scan using by_public_pkey" in plan_of(conn, query, (array,)), array
+        # A generic plan keeps the parameter and still probes the index.
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        for parameter_type, value in (("bigint", str(public)), ("text", f"'{text}'"), ("integer", "5")):
+            conn.execute(f"PREPARE public_by_{parameter_type}({parameter_type}) AS SELECT note FROM by_public WHERE id = $1")
+            assert conn.execute(f"EXECUTE public_by_{parameter_type}({value})").fetchone()[0] in (note, "five")
+            plan = plan_of(conn, f"EXECUTE public_by_{parameter_type}({value})")
+            assert "Index Scan using by_public_pkey" in plan and "$1" in plan, plan
+        conn.execute("RESET plan_cache_mode")
+        # Joins to a bigint ID column: a nested loop probing the key's index, and a hash join.
+        join = "SELECT r.n, b.note FROM public_refs r JOIN by_public b ON b.id = r.ref ORDER BY r.n"
+        expected = conn.execute(
+            "SELECT r.n, b.note FROM public_refs r, by_public b WHERE b.id::bigint = r.ref ORDER BY r.n").fetchall()
+        assert len(expected) == 4
+        for settings, node in (("SET enable_hashjoin = off; SET enable_mergejoin = off", "Index Scan using by_public_pkey"),
+                               ("SET enable_nestloop = off; SET enable_mergejoin = off", "Hash Join")):
+            conn.execute(settings)
+            assert conn.execute(join).fetchall() == expected, settings
+            assert node in plan_of(conn, join), (settings, plan_of(conn, join))
+            conn.execute("RESET ALL")
+        # An untyped string is input of the key, which only roles that may decode can do.
+        for statement, parameters in (("SELECT note FROM by_public WHERE id = %t", (text,)),
+                                      (f"SELECT note FROM by_public WHERE id = '{text}'", ()),
+                                      ("SELECT %s::bigint::randflake_key", (public,))):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as caught:
+                conn.execute(statement, parameters)
+            hint = caught.value.diag.message_hint
+            assert "randflake_decode(bigint)" in hint and "$1::text" in hint, (statement, caught.value)
+
+
+def test_only_roles_that_may_decode_turn_public_ids_into_keys(shared_cluster):
+    """Every route from a public form to a key asks for the decoder grant, EXECUTE on
+    randflake_decode(bigint): text and binary input, COPY, casts, assignment. A GRANT or REVOKE
+    made by another session applies to a session's very next statement."""
+    with shared_cluster.connect() as conn:
+        conn.execute("CREATE ROLE key_maker LOGIN")
+        public = conn.execute("SELECT randflake_next()").fetchone()[0]
+        text = conn.execute("SELECT randflake_to_string(%s)", (public,)).fetchone()[0]
+    routes = [("SELECT %s::randflake_key", (text,)), ("SELECT %s::bigint::randflake_key", (public,)),
+              ("SELECT %s::randflake_id::randflake_key", (text,)),
+              ("SELECT ARRAY[%s]::text::randflake_key[]", (text,)),
+              ("CREATE TEMP TABLE made_keys AS SELECT %s::bigint::randflake_key AS id", (public,))]
+    with shared_cluster.connect(user="key_maker") as maker, shared_cluster.connect() as admin:
+        binary_key_dumper(maker)
+        routes.append(("SELECT %s::randflake_key", (WireKey(struct.pack(">q", public)),)))
+        maker.execute("CREATE TEMP TABLE copied (id randflake_key)")
+
+        def copy_in() -> None:
+            with maker.cursor() as cursor, cursor.copy("COPY copied FROM STDIN") as copy:
+                copy.write(f"{text}\n".encode())
+
+        def refused_everywhere() -> None:
+            for statement, parameters in routes:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege) as caught:
+                    maker.execute(statement, parameters)
+                assert "GRANT EXECUTE ON FUNCTION" in caught.value.diag.message_hint, statement
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                copy_in()
+
+        refused_everywhere()
+        admin.execute("GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO key_maker")
+        for statement, parameters in routes[:4]:
+            maker.execute(statement, parameters)
+        copy_in()
+        assert maker.execute("SELECT id::bigint FROM copied").fetchone() == (public,)
+        admin.execute("REVOKE EXECUTE ON FUNCTION randflake_decode(bigint) FROM key_maker")
+        refused_everywhere()
+
+
 def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
     with shared_cluster.connect() as conn:
         conn.execute("CREATE TABLE made (n serial, id randflake_key NOT NULL DEFAULT randflake_next_key(),"
@@ -413,11 +519,11 @@ def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluste
     with shared_cluster.connect(user="outsider_key") as conn:
         # What a plain role may do: read the public IDs, compare and look up.
         text = conn.execute("SELECT id::text FROM private ORDER BY id LIMIT 1").fetchone()[0]
-        assert conn.execute("SELECT count(*) FROM private WHERE id = %s", (text,)).fetchone() == (1,)
+        assert conn.execute("SELECT count(*) FROM private WHERE id = %s::text", (text,)).fetchone() == (1,)
         for call in ("randflake_key_decode(id)", "randflake_key_timestamp(id)", "randflake_key_node_id(id)",
-                     "randflake_key_sequence(id)", "randflake_decode(id::bigint)",
-                     "randflake_key_hash(id)", "randflake_key_hash_extended(id, 0)", "randflake_key_lowest(now())",
-                     "randflake_key_highest(now())"):
+                     "randflake_key_sequence(id)", "randflake_decode(id::bigint)", "randflake_key_lowest(now())",
+                     "randflake_key_highest(now())", "randflake_key_order_bigint(id, 5::bigint)",
+                     "randflake_bigint_order(id::bigint, 5::bigint)"):
             error = sql_error(conn, f"SELECT {call} FROM private")
             assert error.sqlstate == "42501", (call, error)
     with shared_cluster.connect() as conn:
@@ -432,7 +538,12 @@ def test_no_function_a_plain_role_may_call_returns_the_plain_value(shared_cluste
         assert {returned for _, returned in callable_} <= allowed, callable_
         integer_results = {name for name, returned in callable_ if returned in {"integer", "bigint"}}
         assert integer_results == {"randflake_key_cmp(randflake_key,randflake_key)",
-                                   "randflake_key_to_bigint(randflake_key)"}, integer_results
+                                   "randflake_key_to_bigint(randflake_key)", "randflake_key_hash(randflake_key)",
+                                   "randflake_key_hash_extended(randflake_key,bigint)"}, integer_results
+        # The hashes are bigint's of the public ID: nothing the public ID does not show.
+        assert conn.execute("SELECT bool_and(randflake_key_hash(id) = hashint8(id::bigint)"
+                            " AND randflake_key_hash_extended(id, 7) = hashint8extended(id::bigint, 7)) FROM private"
+                            ).fetchone() == (True,)
 
 
 def test_without_a_secret_input_and_output_fail_cleanly(cluster):
