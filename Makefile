@@ -82,7 +82,7 @@ help:
 	@echo "make loom          the model check of the shared-memory protocols (make test runs it)"
 	@echo "make mutants       cargo-mutants over the pure crate's decision files, each file's caught/viable figure (hours; not in make test)"
 	@echo "make lint          make style (cargo fmt --check, the module rules), then make clippy (-D warnings, both crates)"
-	@echo "make test-under-load  the integration suites UNDER_LOAD_ROUNDS (5) times in a row while stress-ng takes every core"
+	@echo "make test-under-load  the integration suites UNDER_LOAD_ROUNDS (5) times in a row beside stress-ng (4 workers a core)"
 	@echo "make test-all      make test's suites on every supported major (only the major-sensitive integration"
 	@echo "                   suites after the first major)"
 	@echo "make docs          rewrite docs/errors.md's table from src/errors.rs and docs/sql-reference.md from the installed"

@@ -441,6 +441,31 @@ declare_errors! {
         ),
         examples: [{ role: "orders_service".into(), schema: "public".into() }],
     }
+    /// A C function of the extension read an argument its call does not have: declared by hand
+    /// with other arguments, or called directly from C.
+    EntryArgumentMissing { index: usize, count: usize } {
+        sqlstate: ERRCODE_INTERNAL_ERROR,
+        when: "a C function of the library declared in SQL with fewer arguments than the extension's scripts give it (by hand, with `CREATE FUNCTION … AS 'randflake_pg', …`), or called directly from C",
+        message: format!("randflake_pg: a C function read argument {} of a call that has {count}", index + 1),
+        hint: "Call the extension's functions as its scripts declare them; a function declared by hand over the library's C symbols must take the same arguments.",
+        examples: [{ index: 1, count: 1 }],
+    }
+    /// A C function of the extension that takes no NULL was given one.
+    EntryArgumentNull { index: usize } {
+        sqlstate: ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        when: "a C function of the library declared in SQL without STRICT (by hand) and called with a NULL argument",
+        message: format!("randflake_pg: argument {} of a C function that takes no NULL is NULL", index + 1),
+        hint: "Declare a function over the library's C symbols STRICT, as the extension's scripts do, so that PostgreSQL answers NULL for a NULL argument without calling it.",
+        examples: [{ index: 0 }],
+    }
+    /// The memory for a function's result could not be allocated.
+    OutOfMemory { bytes: usize } {
+        sqlstate: ERRCODE_OUT_OF_MEMORY,
+        when: "printing a `randflake_key` (its text or binary form) when the server's memory is exhausted",
+        message: format!("out of memory: randflake_pg could not allocate {bytes} bytes for a result"),
+        hint: "The server ran out of memory; see the server log for which memory context grew.",
+        examples: [{ bytes: 14 }],
+    }
     /// `randflake_key_lowest()` or `randflake_key_highest()` was given a time no ID can carry.
     TimestampOutsideIds { unix_second: i64 } {
         sqlstate: ERRCODE_DATETIME_FIELD_OVERFLOW,

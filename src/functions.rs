@@ -1,8 +1,10 @@
 //! Every SQL-callable function of randflake_pg. Their SQL comments and grants are in
 //! `sql/comments_and_grants_0.1.0.sql` and the upgrade scripts after it.
 //!
-//! The entry points of `randflake_next()` and of the application lease procedures are the only
-//! hand-written `unsafe` outside `pg`, allowed item by item below, for the reasons given on them.
+//! The C functions written by hand (`randflake_next()`, the key's input, output and casts in, the
+//! application lease procedures) are declared through `pg::entry::entry_points!` and
+//! `pg::procedure::procedure_entry_points!`, whose items are the only ones that allow `unsafe`
+//! here; no `unsafe` is written in this file.
 #![deny(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -16,56 +18,24 @@ use crate::lease_table::TableUse;
 use crate::node_config::{self, Mode};
 use crate::pg;
 use crate::pg::decoder_grant;
-use crate::pg::fast_call::{self, FastCall};
+use crate::pg::entry::{Arguments, ByteaResult, CStringResult};
 use crate::pg::procedure::{Call, Out};
 use crate::{app_leases, generation, lease_table, secret, status};
 
 /// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
 
-/// A new ID: unique across every server sharing the secret with a disjoint node range.
-///
-/// Wrapped by hand rather than by `#[pg_extern]`: pgrx's generic wrapper (a memory-context
-/// switch, argument and result boxing this function has no use for, and its guard) would be a
-/// large share of a call this short (docs/performance.md has the figures). An ID reserved
-/// earlier is handed out under `catch_unwind` alone, which costs nothing until something panics;
-/// anything that can fail, or any panic there, goes to [`next_id_guarded`] under pgrx's guard,
-/// which turns a panic or an error into a PostgreSQL ERROR. Either way no panic unwinds into
-/// PostgreSQL. The SQL declaration is in the `randflake_next` block below, as pgrx would have
-/// generated it; docs/performance.md has the measurements.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, as the C function behind `randflake_next()`.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn randflake_next_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // A caught panic's payload is dropped here, by `ok()`: this frame must hold nothing to drop
-    // when the guarded call below may leave it by PostgreSQL's longjmp.
-    let reserved = std::panic::catch_unwind(|| generation::reserved_id(Output::Ids)).ok().flatten();
-    match reserved {
-        Some(id) => pg_sys::Datum::from(id),
-        // SAFETY: the argument is the one PostgreSQL passed in (the callee ignores it), and
-        // nothing in this frame needs dropping, as pgrx's guard requires of its callers.
-        None => unsafe { next_id_guarded(fcinfo) },
-    }
+pg::entry::entry_points! {
+    /// `randflake_next()`: a new ID, unique across every server sharing the secret with a
+    /// disjoint node range. Written by hand (`pg::entry`) rather than by `#[pg_extern]`, whose
+    /// wrapper would be a large share of a call this short; the SQL declaration below is what
+    /// pgrx would have generated. docs/performance.md has the measurements.
+    randflake_next_wrapper, pg_finfo_randflake_next_wrapper => next_id;
 }
 
-/// # Safety
-///
-/// As for [`randflake_next_wrapper`], which passes its own argument on.
-#[allow(unsafe_code)]
-#[pg_guard]
-unsafe extern "C-unwind" fn next_id_guarded(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    pg_sys::Datum::from(generation::next_id(Output::Ids))
-}
-
-/// Tells PostgreSQL that `randflake_next_wrapper` uses the version-1 calling convention.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_next_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &VERSION_1
+/// An ID reserved earlier, or else a new run reserved, with every check that needs.
+fn next_id(_: &Arguments) -> i64 {
+    generation::reserved_id(Output::Ids).unwrap_or_else(|| generation::next_id(Output::Ids))
 }
 
 extension_sql!(
@@ -233,160 +203,64 @@ fn randflake_key_to_id(key: i64) -> i64 {
     secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
 }
 
-// The input and output functions of `randflake_key` are written by hand, as randflake_next() is:
-// `COPY ... TO` calls the output function once per key, and through pgrx's wrapper (its guard,
-// the argument and result boxing, a String and a CString copied into a palloc'd one) printing a
-// key cost 2.2x printing the same ID as a bigint (bench/bench.py's key_edge step). Each tries
-// its work outside pgrx's guard, where nothing can fail but a missing secret or bad input; on
-// either, it calls a guarded function that raises the error. A panic is caught on the way.
-// Nothing in their frames needs dropping, for a guarded function's error (or palloc's) leaves
-// them by PostgreSQL's longjmp.
-
-/// `f`'s result, or `None` if it has none or panics: run outside pgrx's guard, so that the
-/// caller raises the error through its guarded path instead.
-fn unguarded<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok().flatten()
+// The input, output, receive and send functions of `randflake_key` and its casts in are written by
+// hand (`pg::entry`), as randflake_next() is: `COPY ... TO` calls the output function once per
+// key, and through pgrx's wrapper (its guard, the argument and result boxing, a String and a
+// CString copied into a palloc'd one) printing a key cost 2.2x printing the same ID as a bigint
+// (bench/bench.py's key_edge step).
+pg::entry::entry_points! {
+    /// Input of `randflake_key`: the canonical string of the ID, decrypted, for a caller that
+    /// may decode.
+    randflake_key_in_wrapper, pg_finfo_randflake_key_in_wrapper => key_in;
+    /// Output of `randflake_key`: the canonical string of the ID, as randflake_to_string()
+    /// writes it, in the one palloc'd buffer returned.
+    randflake_key_out_wrapper, pg_finfo_randflake_key_out_wrapper => key_out;
+    /// Binary input of `randflake_key`: the ID as bigint's eight bytes, decrypted, for a caller
+    /// that may decode.
+    randflake_key_recv_wrapper, pg_finfo_randflake_key_recv_wrapper => key_recv;
+    /// Binary output of `randflake_key`: the ID as bigint's eight bytes.
+    randflake_key_send_wrapper, pg_finfo_randflake_key_send_wrapper => key_send;
+    /// The casts into `randflake_key` from `bigint` and `randflake_id` (the same eight bytes):
+    /// the public ID, decrypted, for a caller that may decode.
+    randflake_key_from_id_wrapper, pg_finfo_randflake_key_from_id_wrapper => key_from_id;
 }
 
-/// The public ID of a key, encrypted outside pgrx's guard, or the error of a missing secret.
-#[allow(unsafe_code)]
+/// The public ID of a key, or the error of a missing secret.
 fn public_id_of(key: i64) -> i64 {
-    unguarded(|| secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).ok()).unwrap_or_else(|| {
-        // SAFETY: called from the entry points below, outside any guard, with nothing to drop.
-        unsafe { public_id_guarded(key) }
-    })
+    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
 }
 
-/// The key of a public ID, for a caller that may decode (`pg::decoder_grant`): decrypted
-/// outside pgrx's guard; otherwise the refusal, or the error of a missing secret.
-#[allow(unsafe_code)]
-fn key_of(call: &FastCall, id: i64) -> i64 {
-    // SAFETY: called from the entry points below, outside any guard, with nothing to drop.
-    unsafe { decoder_grant::require(call.function()) };
-    unguarded(|| secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).ok()).unwrap_or_else(|| {
-        // SAFETY: as in `public_id_of`.
-        unsafe { key_of_guarded(id) }
-    })
-}
-
-#[allow(unsafe_code)]
-#[pg_guard]
-unsafe extern "C-unwind" fn public_id_guarded(key: i64) -> i64 {
-    randflake_key_to_id(key)
-}
-
-#[allow(unsafe_code)]
-#[pg_guard]
-unsafe extern "C-unwind" fn key_of_guarded(id: i64) -> i64 {
+/// The key of a public ID, for a caller that may decode (`pg::decoder_grant`); otherwise the
+/// refusal, or the error of a missing secret.
+fn key_of(arguments: &Arguments, id: i64) -> i64 {
+    decoder_grant::require(arguments.function());
     secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
 }
 
-/// Input of `randflake_key`: the canonical string of the ID, decrypted.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, as the type's input function.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn randflake_key_in_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { FastCall::new(fcinfo) };
-    let input = call.cstring(0);
-    let id = unguarded(|| codec::decode(input.to_str().ok()?).ok()).unwrap_or_else(|| {
-        // SAFETY: as in `public_id_of`.
-        unsafe { id_in_guarded(input.as_ptr()) }
-    });
-    pg_sys::Datum::from(key_of(&call, id))
+fn key_in(arguments: &Arguments) -> i64 {
+    let input = arguments.cstring(0);
+    key_of(arguments, randflake_id_in(input))
 }
 
-/// Raises the error of an input that is not an ID's canonical string, naming what is wrong.
-///
-/// # Safety
-///
-/// `input` is a NUL-terminated string.
-#[allow(unsafe_code)]
-#[pg_guard]
-unsafe extern "C-unwind" fn id_in_guarded(input: *const std::ffi::c_char) -> i64 {
-    // SAFETY: as the function's contract says.
-    randflake_id_in(unsafe { CStr::from_ptr(input) })
+fn key_out(arguments: &Arguments) -> CStringResult<codec::IdString> {
+    CStringResult(codec::encode(public_id_of(arguments.int8(0))))
 }
 
-/// Output of `randflake_key`: the canonical string of the ID, as randflake_to_string() writes it,
-/// written into the one palloc'd buffer returned.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, as the type's output function.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn randflake_key_out_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let key = unsafe { FastCall::new(fcinfo) }.int8(0);
-    let string = codec::encode(public_id_of(key));
-    // SAFETY: nothing in this frame needs dropping.
-    unsafe { fast_call::cstring_result(string.as_str()) }
-}
-
-/// Binary input of `randflake_key`: the ID as bigint's eight bytes, decrypted.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, as the type's receive function.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn randflake_key_recv_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { FastCall::new(fcinfo) };
-    let id = match call.message::<8>(0) {
+fn key_recv(arguments: &Arguments) -> i64 {
+    let id = match arguments.message::<8>(0) {
         Ok(bytes) => i64::from_be_bytes(bytes),
-        // SAFETY: as in `public_id_of`.
-        Err(length) => unsafe { invalid_binary_guarded(length) },
+        Err(length) => Error::InvalidKeyBinary { length }.raise(),
     };
-    pg_sys::Datum::from(key_of(&call, id))
+    key_of(arguments, id)
 }
 
-#[allow(unsafe_code)]
-#[pg_guard]
-unsafe extern "C-unwind" fn invalid_binary_guarded(length: usize) -> i64 {
-    Error::InvalidKeyBinary { length }.raise()
+fn key_send(arguments: &Arguments) -> ByteaResult<[u8; 8]> {
+    ByteaResult(public_id_of(arguments.int8(0)).to_be_bytes())
 }
 
-/// The casts into `randflake_key` from `bigint` and `randflake_id` (the same eight bytes): the
-/// public ID, decrypted, for a caller that may decode.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, as the C function of those casts.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn randflake_key_from_id_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let call = unsafe { FastCall::new(fcinfo) };
-    pg_sys::Datum::from(key_of(&call, call.int8(0)))
+fn key_from_id(arguments: &Arguments) -> i64 {
+    key_of(arguments, arguments.int8(0))
 }
-
-/// Binary output of `randflake_key`: the ID as bigint's eight bytes.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, as the type's send function.
-#[allow(unsafe_code)]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn randflake_key_send_wrapper(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, used during this call only.
-    let key = unsafe { FastCall::new(fcinfo) }.int8(0);
-    let bytes = public_id_of(key).to_be_bytes();
-    // SAFETY: nothing in this frame needs dropping.
-    unsafe { fast_call::bytea_result(&bytes) }
-}
-
-pg::version_1!(
-    pg_finfo_randflake_key_from_id_wrapper,
-    pg_finfo_randflake_key_in_wrapper,
-    pg_finfo_randflake_key_out_wrapper,
-    pg_finfo_randflake_key_recv_wrapper,
-    pg_finfo_randflake_key_send_wrapper
-);
 
 // Equality between a `randflake_key` and a public ID (smallint, integer, bigint, randflake_id,
 // text), so that `WHERE id = $1` finds a row by its public ID without making a key of it, which
@@ -546,80 +420,35 @@ fn randflake_lease_release(holder: Option<&str>, node_id: Option<i32>) -> bool {
     .raise()
 }
 
-/// `CALL randflake_lease_acquire(holder, seconds, OUT node_id, OUT lease_start, OUT
-/// lease_end_exclusive)`: a node of the application pool, leased to `holder` for `seconds` from
-/// now, returned once its commit is durable: the window to pass to a Randflake port's
-/// `Lease(node_id, start, end_exclusive)`. EXECUTE is granted to nobody by default.
-///
-/// The three procedures are C procedures declared by hand in sql/randflake_pg--0.5.0--0.6.0.sql
-/// (pgrx declares functions only, and a function cannot commit). Each entry point is `unsafe`
-/// for one reason, allowed item by item: PostgreSQL's function manager calls it with its call
-/// information, which `pg::procedure::Call::run` reads safely, arguments and OUT row; pgrx's
-/// guard turns any error or panic into an ERROR.
-///
-/// # Safety
-///
-/// Called only by PostgreSQL's function manager, for a CALL of the procedure.
-#[allow(unsafe_code)]
-#[no_mangle]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn randflake_lease_acquire_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, for this CALL.
-    unsafe { Call::run(fcinfo, |call| window_row(app_leases::acquire(call, call.text(0).as_deref(), call.int4(1)))) }
+// The application lease procedures: C procedures declared by hand in
+// sql/randflake_pg--0.5.0--0.6.0.sql (pgrx declares functions only, and a function cannot
+// commit), run by `pg::procedure::Call::run` under pgrx's guard, which turns any error or panic
+// into an ERROR. EXECUTE is granted to nobody by default.
+pg::procedure::procedure_entry_points! {
+    /// `CALL randflake_lease_acquire(holder, seconds, OUT node_id, OUT lease_start, OUT
+    /// lease_end_exclusive)`: a node of the application pool, leased to `holder` for `seconds`
+    /// from now, returned once its commit is durable: the window to pass to a Randflake port's
+    /// `Lease(node_id, start, end_exclusive)`.
+    randflake_lease_acquire_procedure, pg_finfo_randflake_lease_acquire_procedure => lease_acquire;
+    /// `CALL randflake_lease_extend(holder, node_id, seconds, OUT node_id, OUT lease_start, OUT
+    /// lease_end_exclusive)`: `holder`'s lease of `node_id`, its end moved to `seconds` from now
+    /// (never earlier), returned once durable.
+    randflake_lease_extend_procedure, pg_finfo_randflake_lease_extend_procedure => lease_extend;
+    /// `CALL randflake_lease_release(holder, node_id, OUT released)`: gives `holder`'s lease of
+    /// `node_id` back; true once the release is durable, false if the lease had already ended.
+    randflake_lease_release_procedure, pg_finfo_randflake_lease_release_procedure => lease_release;
 }
 
-/// `CALL randflake_lease_extend(holder, node_id, seconds, OUT node_id, OUT lease_start, OUT
-/// lease_end_exclusive)`: `holder`'s lease of `node_id`, its end moved to `seconds` from now
-/// (never earlier), returned once durable.
-///
-/// # Safety
-///
-/// As for [`randflake_lease_acquire_procedure`].
-#[allow(unsafe_code)]
-#[no_mangle]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn randflake_lease_extend_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, for this CALL.
-    unsafe {
-        Call::run(fcinfo, |call| {
-            window_row(app_leases::extend(call, call.text(0).as_deref(), call.int4(1), call.int4(2)))
-        })
-    }
+fn lease_acquire(call: &Call) -> [Out; 3] {
+    window_row(app_leases::acquire(call, call.text(0).as_deref(), call.int4(1)))
 }
 
-/// `CALL randflake_lease_release(holder, node_id, OUT released)`: gives `holder`'s lease of
-/// `node_id` back; true once the release is durable, false if the lease had already ended.
-///
-/// # Safety
-///
-/// As for [`randflake_lease_acquire_procedure`].
-#[allow(unsafe_code)]
-#[no_mangle]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn randflake_lease_release_procedure(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    // SAFETY: fcinfo is what the function manager passed, for this CALL.
-    unsafe { Call::run(fcinfo, |call| [Out::Bool(app_leases::release(call, call.text(0).as_deref(), call.int4(1)))]) }
+fn lease_extend(call: &Call) -> [Out; 3] {
+    window_row(app_leases::extend(call, call.text(0).as_deref(), call.int4(1), call.int4(2)))
 }
 
-/// Tells PostgreSQL that the procedures' entry points use the version-1 calling convention.
-const VERSION_1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_lease_acquire_procedure() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
-}
-
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_lease_extend_procedure() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
-}
-
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn pg_finfo_randflake_lease_release_procedure() -> &'static pg_sys::Pg_finfo_record {
-    &VERSION_1
+fn lease_release(call: &Call) -> [Out; 1] {
+    [Out::Bool(app_leases::release(call, call.text(0).as_deref(), call.int4(1)))]
 }
 
 /// A window as the procedures' OUT row: node_id, lease_start, lease_end_exclusive.

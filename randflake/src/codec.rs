@@ -71,6 +71,12 @@ impl IdString {
     }
 }
 
+impl AsRef<str> for IdString {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl fmt::Display for IdString {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

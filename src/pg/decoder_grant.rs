@@ -32,32 +32,16 @@ fn remembered(user: pg_sys::Oid, may_decode: bool) -> u64 {
 
 /// Refuses the current user, with an ERROR naming the grant it lacks, unless it may turn a
 /// public ID into a key. `calling_function` is the SQL function being run (its `fn_oid`): the
-/// decoder is looked up in that function's schema, the extension's.
-///
-/// # Safety
-///
-/// The refusal, and any error of the catalog lookups, leaves by PostgreSQL's longjmp: the
-/// calling frames hold nothing that needs dropping.
-pub unsafe fn require(calling_function: pg_sys::Oid) {
-    let user = Role::current().oid();
-    if VERDICT.load(Ordering::Relaxed) == remembered(user, true) {
+/// decoder is looked up in that function's schema, the extension's. Like every safe function of
+/// `pg`, it raises an ERROR as a Rust panic, never by a longjmp.
+pub fn require(calling_function: pg_sys::Oid) {
+    let user = Role::current();
+    if VERDICT.load(Ordering::Relaxed) == remembered(user.oid(), true) {
         return;
     }
-    // SAFETY: as this function's own contract says.
-    unsafe { decide(calling_function) };
-}
-
-/// Looks the grant up, remembers the verdict and raises the refusal.
-///
-/// # Safety
-///
-/// As for [`require`].
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn decide(calling_function: pg_sys::Oid) {
     register_callbacks();
-    let user = Role::current();
-    // SAFETY: catalog lookups of this backend's current user and of a function by oid, inside the
-    // transaction of the call being run.
+    // SAFETY: a catalog lookup of a function by oid, inside the transaction of the call being
+    // run; InvalidOid for a function that is not there.
     let namespace = unsafe { pg_sys::get_func_namespace(calling_function) };
     let may_decode = user.is_superuser() || decoder(namespace).is_some_and(|decoder| may_execute(user, decoder));
     VERDICT.store(remembered(user.oid(), may_decode), Ordering::Relaxed);

@@ -1,14 +1,15 @@
 //! PostgreSQL's internals behind one boundary: every hook randflake_pg installs, every call into
 //! PostgreSQL that pgrx does not make safe, every fact copied from its headers (read from the
 //! headers of the major being built, by build.rs) and every difference between majors, offered to
-//! the rest of the extension as safe Rust values and calls. Apart from the entry points that
-//! `functions` writes by hand, this is the only module with hand-written `unsafe`.
+//! the rest of the extension as safe Rust values and calls. This is the only module with
+//! hand-written `unsafe`; the C entry points other modules declare are written by `entry`'s
+//! macro.
 
 pub mod backend;
 pub mod bgworker;
 pub mod clock;
 pub mod decoder_grant;
-pub mod fast_call;
+pub mod entry;
 pub mod guc;
 pub mod hash;
 mod headers;

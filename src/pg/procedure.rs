@@ -2,7 +2,7 @@
 //! a CALL's arguments and OUT row, the transaction a non-atomic CALL may commit (non-atomic SPI),
 //! and the evidence that its commit is durable (flushed locally and, where synchronous standbys
 //! are configured, confirmed by them). pgrx declares functions only, so the procedures' entry
-//! points are written by hand in `functions` and declared in the SQL scripts.
+//! points are written by [`procedure_entry_points!`] and declared in the SQL scripts.
 
 use std::ffi::CStr;
 
@@ -54,15 +54,26 @@ impl Call {
 
     /// Argument `index` as text; `None` if NULL.
     pub fn text(&self, index: usize) -> Option<String> {
-        // SAFETY: fcinfo is live for the call (see `run`), and the procedure's SQL declaration
-        // gives argument `index` the type text.
+        self.require(index);
+        // SAFETY: fcinfo is live for the call (see `run`), argument `index` is one of the call's,
+        // and the procedure's SQL declaration gives it the type text.
         unsafe { pgrx::fcinfo::pg_getarg::<String>(self.fcinfo, index) }
     }
 
     /// Argument `index` as an integer; `None` if NULL.
     pub fn int4(&self, index: usize) -> Option<i32> {
+        self.require(index);
         // SAFETY: as for `text`, for an argument declared integer.
         unsafe { pgrx::fcinfo::pg_getarg::<i32>(self.fcinfo, index) }
+    }
+
+    /// Refuses to read past the call's arguments (a procedure declared by hand with fewer).
+    fn require(&self, index: usize) {
+        // SAFETY: fcinfo is live for the call (see `run`).
+        let count = usize::try_from(unsafe { (*self.fcinfo).nargs }).unwrap_or(0);
+        if index >= count {
+            crate::errors::Error::EntryArgumentMissing { index, count }.raise();
+        }
     }
 
     /// Opens the procedure's own transaction, which [`OwnTransaction::commit`] commits: only a
@@ -253,3 +264,26 @@ fn synchronous_standbys_confirmed() -> pg_sys::XLogRecPtr {
         confirmed
     }
 }
+
+/// Declares C procedures: each symbol, run under pgrx's guard by [`Call::run`] with its body (a
+/// `fn(&Call) -> [Out; N]`), and the `pg_finfo_` record of the version-1 calling convention. The
+/// items it writes are the only `unsafe` the calling module holds, allowed on each of them.
+macro_rules! procedure_entry_points {
+    ($($(#[doc = $doc:literal])* $symbol:ident, $finfo:ident => $body:path;)+) => {$(
+        $(#[doc = $doc])*
+        ///
+        /// # Safety
+        ///
+        /// Called only by PostgreSQL's function manager, for a CALL of the procedure.
+        #[allow(unsafe_code)]
+        #[no_mangle]
+        #[::pgrx::pg_guard]
+        pub unsafe extern "C-unwind" fn $symbol(fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
+            // SAFETY: fcinfo is what the function manager passed, for this CALL.
+            unsafe { $crate::pg::procedure::Call::run(fcinfo, $body) }
+        }
+
+        $crate::pg::version_1!($finfo);
+    )+};
+}
+pub(crate) use procedure_entry_points;

@@ -1,6 +1,6 @@
 //! PostgreSQL functions declared here without pgrx's guard, for the hooks through which
-//! PostgreSQL's own work passes, and for palloc in the functions written by hand for speed
-//! (`fast_call`), where the guard would cost more than the allocation.
+//! PostgreSQL's own work passes, and for the allocation of the results of the functions written
+//! by hand for speed (`entry`), where the guard would cost more than the allocation.
 //!
 //! pgrx wraps every function of `pg_sys` in a guard that catches an ERROR, flushes PostgreSQL's
 //! error state and raises the error again as a new report. Around `standard_ProcessUtility`
@@ -31,9 +31,10 @@ unsafe extern "C-unwind" {
         completion: *mut pg_sys::QueryCompletion,
     );
 
-    /// For the results of `fast_call`'s functions, which run outside pgrx's wrapper.
-    #[link_name = "palloc"]
-    pub fn palloc(size: usize) -> *mut std::ffi::c_void;
+    /// For the results of `entry`'s functions: with MCXT_ALLOC_NO_OOM it returns NULL instead of
+    /// raising when memory runs out, so it needs no guard.
+    #[link_name = "palloc_extended"]
+    pub fn palloc_extended(size: usize, flags: c_int) -> *mut std::ffi::c_void;
 
     #[link_name = "MemoryContextStrdup"]
     pub fn memory_context_strdup(context: pg_sys::MemoryContext, text: *const c_char) -> *mut c_char;

@@ -141,6 +141,36 @@ CASES = [
 ]
 
 
+# The C functions written by hand read their arguments through one wrapper (src/pg/entry.rs) that
+# checks the call's count and NULLs: declared by hand over the library's symbols with fewer
+# arguments, or without STRICT, they refuse with an ERROR instead of reading past the call.
+GLUE = (
+    "CREATE SCHEMA glue",
+    "CREATE FUNCTION glue.out_without_argument() RETURNS cstring LANGUAGE c"
+    " AS 'randflake_pg', 'randflake_key_out_wrapper'",
+    "CREATE FUNCTION glue.in_without_argument() RETURNS bigint LANGUAGE c"
+    " AS 'randflake_pg', 'randflake_key_in_wrapper'",
+    "CREATE FUNCTION glue.cast_taking_null(bigint) RETURNS bigint LANGUAGE c"
+    " AS 'randflake_pg', 'randflake_key_from_id_wrapper'",
+    "CREATE FUNCTION glue.send_taking_null(bigint) RETURNS bytea LANGUAGE c"
+    " AS 'randflake_pg', 'randflake_key_send_wrapper'",
+    "CREATE PROCEDURE glue.acquire_without_seconds(text) LANGUAGE c"
+    " AS 'randflake_pg', 'randflake_lease_acquire_procedure'",
+)
+CASES += [
+    Case("glue: output called without its argument", "SELECT glue.out_without_argument()", "XX000",
+         "read argument 1 of a call that has 0"),
+    Case("glue: input called without its argument", "SELECT glue.in_without_argument()", "XX000",
+         "read argument 1 of a call that has 0"),
+    Case("glue: cast given a NULL", "SELECT glue.cast_taking_null(NULL)", "22004",
+         "argument 1 of a C function that takes no NULL is NULL"),
+    Case("glue: send given a NULL", "SELECT glue.send_taking_null(NULL)", "22004",
+         "argument 1 of a C function that takes no NULL is NULL"),
+    Case("glue: procedure called without its seconds", "CALL glue.acquire_without_seconds('h')", "XX000",
+         "read argument 2 of a call that has 1"),
+]
+
+
 POSTGRES_OWN = (
     "outside the valid range",
     "invalid value for parameter",
@@ -170,6 +200,8 @@ def server(request):
     cluster.start()
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
+        for statement in GLUE:
+            conn.execute(statement)
         conn.execute("CREATE ROLE app LOGIN")
         conn.execute("CREATE ROLE monitor LOGIN IN ROLE pg_monitor")
         conn.execute("CREATE TABLE kept (id bigint PRIMARY KEY DEFAULT randflake_next(), n int)")

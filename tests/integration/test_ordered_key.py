@@ -625,6 +625,42 @@ def test_pg_dump_and_pg_restore_keep_the_public_ids(cluster, tmp_path, dump_form
                             ).fetchone() == (999,)
 
 
+def test_an_owner_with_the_decoder_grant_dumps_and_restores_its_key_tables(cluster, tmp_path):
+    """pg_dump and pg_restore run by a database owner that is not a superuser: restoring a key
+    table parses every key from its public ID, which needs the decoder grant. Without it the
+    restore fails on the first key, saying which grant is missing; with it, every ID comes back."""
+    with cluster.connect() as conn:
+        conn.execute("CREATE ROLE app_owner LOGIN")
+        for database in ("owned_app", "owned_restored", "owned_refused"):
+            conn.execute(f"CREATE DATABASE {database} OWNER app_owner")
+            with cluster.connect(database) as owned:
+                owned.execute("CREATE EXTENSION randflake_pg")
+    with cluster.connect("owned_app", user="app_owner") as conn:
+        keyed_table(conn, "orders", 500)
+        expected = public_ids(conn, "orders")
+    dump = tmp_path / "owned.dump"
+    owner = ("-U", "app_owner")
+
+    def restore(database: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [f"{pg_config('--bindir')}/pg_restore", "-h", str(cluster.dir), "-p", str(cluster.port), *owner,
+             "--exit-on-error", "--no-owner", "--no-comments", f"--dbname={database}", str(dump)],
+            capture_output=True, text=True)
+
+    subprocess.run([f"{pg_config('--bindir')}/pg_dump", "-h", str(cluster.dir), "-p", str(cluster.port), *owner,
+                    "--format=custom", "--no-comments", f"--file={dump}", "owned_app"], check=True)
+    refused = restore("owned_refused")
+    assert refused.returncode != 0
+    assert "permission denied to turn a public ID into a randflake_key" in refused.stderr, refused.stderr
+    assert "GRANT EXECUTE ON FUNCTION" in refused.stderr, refused.stderr
+    with cluster.connect("owned_restored") as conn:
+        conn.execute("GRANT EXECUTE ON FUNCTION randflake_decode(bigint) TO app_owner")
+    restored = restore("owned_restored")
+    assert restored.returncode == 0, restored.stderr
+    with cluster.connect("owned_restored", user="app_owner") as conn:
+        assert public_ids(conn, "orders") == expected
+
+
 def test_parallel_workers_print_and_parse_keys(shared_cluster):
     with shared_cluster.connect() as conn:
         keyed_table(conn, "wide", 20000)
