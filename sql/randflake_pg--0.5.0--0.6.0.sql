@@ -276,6 +276,131 @@ REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_timestamp(@extschema@.randf
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_node_id(@extschema@.randflake_key) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_sequence(@extschema@.randflake_key) FROM PUBLIC;
 
+-- Equality between a randflake_key and a public ID (issue 36). A role that may read a key column
+-- finds a row by its public ID as a driver sends it (a bigint; an integer or smallint for the few
+-- IDs that fit one; a randflake_id; the string as text or varchar) without making a key of it,
+-- which only roles that may decode can do. Each operator tells only whether the two are the same
+-- ID, so it is everyone's. The operators join the key's btree family, with support functions
+-- that order a public ID by its plain value: the index then serves `id = $1`, `id = ANY($1)`
+-- and joins to a bigint column (a nested loop probing the index). Those support functions
+-- reveal the order of any IDs, so EXECUTE on them is granted to no one: btree calls them
+-- without it. Equality with a bigint also hashes (the key's hash is bigint's hash of its public
+-- ID), for hash joins. Only equality: an order between a key and a public ID would be the
+-- oracle this release closes, and a family holding one would let merge joins sort public IDs.
+DO $$
+DECLARE
+    public record;
+BEGIN
+    FOR public IN
+        -- Each function's name says its type: with one name for all five, a call with an
+        -- untyped argument could not choose between them.
+        SELECT * FROM (VALUES ('pg_catalog.int2', 'int2', 'smallint', 'smallint', ' LEAKPROOF'),
+                              ('pg_catalog.int4', 'int4', 'integer', 'integer', ' LEAKPROOF'),
+                              ('pg_catalog.int8', 'int8', 'bigint', 'bigint', ' LEAKPROOF'),
+                              ('@extschema@.randflake_id', 'int8', 'randflake_id', 'id', ' LEAKPROOF'),
+                              -- An invalid string raises an error that shows it: not leakproof.
+                              ('pg_catalog.text', 'text', 'text', 'text', ''))
+               AS t(type, symbol, word, name, leakproof)
+    LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE FUNCTION @extschema@.randflake_key_eq_%15$s(@extschema@.randflake_key, %1$s) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %5$L;'
+            'CREATE FUNCTION @extschema@.randflake_key_ne_%15$s(@extschema@.randflake_key, %1$s) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %6$L;'
+            'CREATE FUNCTION @extschema@.randflake_%15$s_eq_key(%1$s, @extschema@.randflake_key) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %7$L;'
+            'CREATE FUNCTION @extschema@.randflake_%15$s_ne_key(%1$s, @extschema@.randflake_key) RETURNS boolean '
+            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %8$L;'
+            'CREATE FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) RETURNS integer '
+            'STABLE STRICT PARALLEL SAFE LANGUAGE c AS %4$L, %9$L;'
+            'CREATE FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) RETURNS integer '
+            'STABLE STRICT PARALLEL SAFE LANGUAGE c AS %4$L, %10$L;'
+            'REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) FROM PUBLIC;'
+            'REVOKE EXECUTE ON FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) FROM PUBLIC;'
+            'COMMENT ON FUNCTION @extschema@.randflake_key_eq_%15$s(@extschema@.randflake_key, %1$s) IS '
+            '%11$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_key_ne_%15$s(@extschema@.randflake_key, %1$s) IS '
+            '%12$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_eq_key(%1$s, @extschema@.randflake_key) IS '
+            '%11$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_ne_key(%1$s, @extschema@.randflake_key) IS '
+            '%12$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) IS '
+            '%13$L;'
+            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) IS '
+            '%14$L;',
+            public.type, public.word, public.leakproof, 'MODULE_PATHNAME',
+            pg_catalog.format('randflake_key_eq_%s_wrapper', public.symbol),
+            pg_catalog.format('randflake_key_ne_%s_wrapper', public.symbol),
+            pg_catalog.format('randflake_%s_eq_key_wrapper', public.symbol),
+            pg_catalog.format('randflake_%s_ne_key_wrapper', public.symbol),
+            pg_catalog.format('randflake_key_order_%s_wrapper', public.symbol),
+            pg_catalog.format('randflake_%s_order_wrapper', public.symbol),
+            pg_catalog.format('Whether a randflake_key and a public ID given as %s are the same ID: the function of operator =.', public.word),
+            pg_catalog.format('Whether a randflake_key and a public ID given as %s are different IDs: the function of operator <>.', public.word),
+            pg_catalog.format('-1, 0 or 1 as a randflake_key sorts before, with or after the plain value of a public ID given as %s: btree support of operator = between them, for index scans. Reveals the order of IDs, so EXECUTE is granted to no one.', public.word),
+            pg_catalog.format('-1, 0 or 1 as the plain value of one public ID given as %s sorts before, with or after another''s: btree support, for sorting an array of IDs an index scan looks up. Reveals the order of IDs, so EXECUTE is granted to no one.', public.word),
+            public.name);
+        EXECUTE pg_catalog.format(
+            'CREATE OPERATOR @extschema@.= (LEFTARG = @extschema@.randflake_key, RIGHTARG = %1$s, '
+            'FUNCTION = @extschema@.randflake_key_eq_%5$s, COMMUTATOR = OPERATOR(@extschema@.=), '
+            'NEGATOR = OPERATOR(@extschema@.<>), RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel%2$s);'
+            'CREATE OPERATOR @extschema@.<> (LEFTARG = @extschema@.randflake_key, RIGHTARG = %1$s, '
+            'FUNCTION = @extschema@.randflake_key_ne_%5$s, COMMUTATOR = OPERATOR(@extschema@.<>), '
+            'NEGATOR = OPERATOR(@extschema@.=), RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);'
+            'CREATE OPERATOR @extschema@.= (LEFTARG = %1$s, RIGHTARG = @extschema@.randflake_key, '
+            'FUNCTION = @extschema@.randflake_%5$s_eq_key, COMMUTATOR = OPERATOR(@extschema@.=), '
+            'NEGATOR = OPERATOR(@extschema@.<>), RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel%2$s);'
+            'CREATE OPERATOR @extschema@.<> (LEFTARG = %1$s, RIGHTARG = @extschema@.randflake_key, '
+            'FUNCTION = @extschema@.randflake_%5$s_ne_key, COMMUTATOR = OPERATOR(@extschema@.<>), '
+            'NEGATOR = OPERATOR(@extschema@.=), RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);'
+            'COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, %1$s) IS %3$L;'
+            'COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, %1$s) IS %4$L;'
+            'COMMENT ON OPERATOR @extschema@.= (%1$s, @extschema@.randflake_key) IS %3$L;'
+            'COMMENT ON OPERATOR @extschema@.<> (%1$s, @extschema@.randflake_key) IS %4$L;'
+            'ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING btree ADD '
+            'OPERATOR 3 @extschema@.= (@extschema@.randflake_key, %1$s), '
+            'FUNCTION 1 (@extschema@.randflake_key, %1$s) @extschema@.randflake_key_order_%5$s(@extschema@.randflake_key, %1$s), '
+            'FUNCTION 1 (%1$s, %1$s) @extschema@.randflake_%5$s_order(%1$s, %1$s);',
+            public.type, CASE WHEN public.word = 'bigint' THEN ', HASHES' ELSE '' END,
+            pg_catalog.format('The same ID: a randflake_key and a public ID given as %s. Uses the key''s index.', public.word),
+            pg_catalog.format('Different IDs: a randflake_key and a public ID given as %s.', public.word),
+            public.name);
+    END LOOP;
+END
+$$;
+ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING hash ADD
+    OPERATOR 1 @extschema@.= (@extschema@.randflake_key, bigint),
+    OPERATOR 1 @extschema@.= (bigint, @extschema@.randflake_key),
+    FUNCTION 1 (bigint, bigint) pg_catalog.hashint8(bigint),
+    FUNCTION 2 (bigint, bigint) pg_catalog.hashint8extended(bigint, bigint);
+
+-- max() and min() over randflake_key: the newest and oldest key of a column. Their sort
+-- operators let the planner answer either from the btree index's end (one index probe, as for
+-- bigint) instead of reading every row; the combine functions let a parallel scan share the work.
+CREATE FUNCTION @extschema@.randflake_key_larger(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS @extschema@.randflake_key
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_larger_wrapper';
+CREATE FUNCTION @extschema@.randflake_key_smaller(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS @extschema@.randflake_key
+IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_smaller_wrapper';
+CREATE AGGREGATE @extschema@.max(@extschema@.randflake_key) (
+    SFUNC = @extschema@.randflake_key_larger, STYPE = @extschema@.randflake_key,
+    COMBINEFUNC = @extschema@.randflake_key_larger, SORTOP = OPERATOR(@extschema@.>), PARALLEL = SAFE
+);
+CREATE AGGREGATE @extschema@.min(@extschema@.randflake_key) (
+    SFUNC = @extschema@.randflake_key_smaller, STYPE = @extschema@.randflake_key,
+    COMBINEFUNC = @extschema@.randflake_key_smaller, SORTOP = OPERATOR(@extschema@.<), PARALLEL = SAFE
+);
+COMMENT ON FUNCTION @extschema@.randflake_key_larger(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'The later of two keys in the key''s order (by creation second): the transition function of max(randflake_key).';
+COMMENT ON FUNCTION @extschema@.randflake_key_smaller(@extschema@.randflake_key, @extschema@.randflake_key) IS
+'The earlier of two keys in the key''s order (by creation second): the transition function of min(randflake_key).';
+COMMENT ON AGGREGATE @extschema@.max(@extschema@.randflake_key) IS
+'The newest key of a randflake_key column, in the key''s order; from the btree index''s end when there is one.';
+COMMENT ON AGGREGATE @extschema@.min(@extschema@.randflake_key) IS
+'The oldest key of a randflake_key column, in the key''s order; from the btree index''s end when there is one.';
+
+-- The rest of 0.6.0: the lease table, application leases and monitoring.
+
 CREATE FUNCTION randflake.flush_inserted_wal() RETURNS pg_catalog.pg_lsn
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_flush_inserted_wal_wrapper';
 COMMENT ON FUNCTION randflake.flush_inserted_wal() IS
@@ -550,128 +675,5 @@ COMMENT ON FUNCTION @extschema@.randflake_status() IS
 
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;
-
--- Equality between a randflake_key and a public ID (issue 36). A role that may read a key column
--- finds a row by its public ID as a driver sends it (a bigint; an integer or smallint for the few
--- IDs that fit one; a randflake_id; the string as text or varchar) without making a key of it,
--- which only roles that may decode can do. Each operator tells only whether the two are the same
--- ID, so it is everyone's. The operators join the key's btree family, with support functions
--- that order a public ID by its plain value: the index then serves `id = $1`, `id = ANY($1)`
--- and joins to a bigint column (a nested loop probing the index). Those support functions
--- reveal the order of any IDs, so EXECUTE on them is granted to no one: btree calls them
--- without it. Equality with a bigint also hashes (the key's hash is bigint's hash of its public
--- ID), for hash joins. Only equality: an order between a key and a public ID would be the
--- oracle this release closes, and a family holding one would let merge joins sort public IDs.
-DO $$
-DECLARE
-    public record;
-BEGIN
-    FOR public IN
-        -- Each function's name says its type: with one name for all five, a call with an
-        -- untyped argument could not choose between them.
-        SELECT * FROM (VALUES ('pg_catalog.int2', 'int2', 'smallint', 'smallint', ' LEAKPROOF'),
-                              ('pg_catalog.int4', 'int4', 'integer', 'integer', ' LEAKPROOF'),
-                              ('pg_catalog.int8', 'int8', 'bigint', 'bigint', ' LEAKPROOF'),
-                              ('@extschema@.randflake_id', 'int8', 'randflake_id', 'id', ' LEAKPROOF'),
-                              -- An invalid string raises an error that shows it: not leakproof.
-                              ('pg_catalog.text', 'text', 'text', 'text', ''))
-               AS t(type, symbol, word, name, leakproof)
-    LOOP
-        EXECUTE pg_catalog.format(
-            'CREATE FUNCTION @extschema@.randflake_key_eq_%15$s(@extschema@.randflake_key, %1$s) RETURNS boolean '
-            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %5$L;'
-            'CREATE FUNCTION @extschema@.randflake_key_ne_%15$s(@extschema@.randflake_key, %1$s) RETURNS boolean '
-            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %6$L;'
-            'CREATE FUNCTION @extschema@.randflake_%15$s_eq_key(%1$s, @extschema@.randflake_key) RETURNS boolean '
-            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %7$L;'
-            'CREATE FUNCTION @extschema@.randflake_%15$s_ne_key(%1$s, @extschema@.randflake_key) RETURNS boolean '
-            'STABLE STRICT PARALLEL SAFE%3$s LANGUAGE c AS %4$L, %8$L;'
-            'CREATE FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) RETURNS integer '
-            'STABLE STRICT PARALLEL SAFE LANGUAGE c AS %4$L, %9$L;'
-            'CREATE FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) RETURNS integer '
-            'STABLE STRICT PARALLEL SAFE LANGUAGE c AS %4$L, %10$L;'
-            'REVOKE EXECUTE ON FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) FROM PUBLIC;'
-            'REVOKE EXECUTE ON FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) FROM PUBLIC;'
-            'COMMENT ON FUNCTION @extschema@.randflake_key_eq_%15$s(@extschema@.randflake_key, %1$s) IS '
-            '%11$L;'
-            'COMMENT ON FUNCTION @extschema@.randflake_key_ne_%15$s(@extschema@.randflake_key, %1$s) IS '
-            '%12$L;'
-            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_eq_key(%1$s, @extschema@.randflake_key) IS '
-            '%11$L;'
-            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_ne_key(%1$s, @extschema@.randflake_key) IS '
-            '%12$L;'
-            'COMMENT ON FUNCTION @extschema@.randflake_key_order_%15$s(@extschema@.randflake_key, %1$s) IS '
-            '%13$L;'
-            'COMMENT ON FUNCTION @extschema@.randflake_%15$s_order(%1$s, %1$s) IS '
-            '%14$L;',
-            public.type, public.word, public.leakproof, 'MODULE_PATHNAME',
-            pg_catalog.format('randflake_key_eq_%s_wrapper', public.symbol),
-            pg_catalog.format('randflake_key_ne_%s_wrapper', public.symbol),
-            pg_catalog.format('randflake_%s_eq_key_wrapper', public.symbol),
-            pg_catalog.format('randflake_%s_ne_key_wrapper', public.symbol),
-            pg_catalog.format('randflake_key_order_%s_wrapper', public.symbol),
-            pg_catalog.format('randflake_%s_order_wrapper', public.symbol),
-            pg_catalog.format('Whether a randflake_key and a public ID given as %s are the same ID: the function of operator =.', public.word),
-            pg_catalog.format('Whether a randflake_key and a public ID given as %s are different IDs: the function of operator <>.', public.word),
-            pg_catalog.format('-1, 0 or 1 as a randflake_key sorts before, with or after the plain value of a public ID given as %s: btree support of operator = between them, for index scans. Reveals the order of IDs, so EXECUTE is granted to no one.', public.word),
-            pg_catalog.format('-1, 0 or 1 as the plain value of one public ID given as %s sorts before, with or after another''s: btree support, for sorting an array of IDs an index scan looks up. Reveals the order of IDs, so EXECUTE is granted to no one.', public.word),
-            public.name);
-        EXECUTE pg_catalog.format(
-            'CREATE OPERATOR @extschema@.= (LEFTARG = @extschema@.randflake_key, RIGHTARG = %1$s, '
-            'FUNCTION = @extschema@.randflake_key_eq_%5$s, COMMUTATOR = OPERATOR(@extschema@.=), '
-            'NEGATOR = OPERATOR(@extschema@.<>), RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel%2$s);'
-            'CREATE OPERATOR @extschema@.<> (LEFTARG = @extschema@.randflake_key, RIGHTARG = %1$s, '
-            'FUNCTION = @extschema@.randflake_key_ne_%5$s, COMMUTATOR = OPERATOR(@extschema@.<>), '
-            'NEGATOR = OPERATOR(@extschema@.=), RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);'
-            'CREATE OPERATOR @extschema@.= (LEFTARG = %1$s, RIGHTARG = @extschema@.randflake_key, '
-            'FUNCTION = @extschema@.randflake_%5$s_eq_key, COMMUTATOR = OPERATOR(@extschema@.=), '
-            'NEGATOR = OPERATOR(@extschema@.<>), RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel%2$s);'
-            'CREATE OPERATOR @extschema@.<> (LEFTARG = %1$s, RIGHTARG = @extschema@.randflake_key, '
-            'FUNCTION = @extschema@.randflake_%5$s_ne_key, COMMUTATOR = OPERATOR(@extschema@.<>), '
-            'NEGATOR = OPERATOR(@extschema@.=), RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);'
-            'COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, %1$s) IS %3$L;'
-            'COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, %1$s) IS %4$L;'
-            'COMMENT ON OPERATOR @extschema@.= (%1$s, @extschema@.randflake_key) IS %3$L;'
-            'COMMENT ON OPERATOR @extschema@.<> (%1$s, @extschema@.randflake_key) IS %4$L;'
-            'ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING btree ADD '
-            'OPERATOR 3 @extschema@.= (@extschema@.randflake_key, %1$s), '
-            'FUNCTION 1 (@extschema@.randflake_key, %1$s) @extschema@.randflake_key_order_%5$s(@extschema@.randflake_key, %1$s), '
-            'FUNCTION 1 (%1$s, %1$s) @extschema@.randflake_%5$s_order(%1$s, %1$s);',
-            public.type, CASE WHEN public.word = 'bigint' THEN ', HASHES' ELSE '' END,
-            pg_catalog.format('The same ID: a randflake_key and a public ID given as %s. Uses the key''s index.', public.word),
-            pg_catalog.format('Different IDs: a randflake_key and a public ID given as %s.', public.word),
-            public.name);
-    END LOOP;
-END
-$$;
-ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING hash ADD
-    OPERATOR 1 @extschema@.= (@extschema@.randflake_key, bigint),
-    OPERATOR 1 @extschema@.= (bigint, @extschema@.randflake_key),
-    FUNCTION 1 (bigint, bigint) pg_catalog.hashint8(bigint),
-    FUNCTION 2 (bigint, bigint) pg_catalog.hashint8extended(bigint, bigint);
-
--- max() and min() over randflake_key: the newest and oldest key of a column. Their sort
--- operators let the planner answer either from the btree index's end (one index probe, as for
--- bigint) instead of reading every row; the combine functions let a parallel scan share the work.
-CREATE FUNCTION @extschema@.randflake_key_larger(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS @extschema@.randflake_key
-IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_larger_wrapper';
-CREATE FUNCTION @extschema@.randflake_key_smaller(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS @extschema@.randflake_key
-IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_smaller_wrapper';
-CREATE AGGREGATE @extschema@.max(@extschema@.randflake_key) (
-    SFUNC = @extschema@.randflake_key_larger, STYPE = @extschema@.randflake_key,
-    COMBINEFUNC = @extschema@.randflake_key_larger, SORTOP = OPERATOR(@extschema@.>), PARALLEL = SAFE
-);
-CREATE AGGREGATE @extschema@.min(@extschema@.randflake_key) (
-    SFUNC = @extschema@.randflake_key_smaller, STYPE = @extschema@.randflake_key,
-    COMBINEFUNC = @extschema@.randflake_key_smaller, SORTOP = OPERATOR(@extschema@.<), PARALLEL = SAFE
-);
-COMMENT ON FUNCTION @extschema@.randflake_key_larger(@extschema@.randflake_key, @extschema@.randflake_key) IS
-'The later of two keys in the key''s order (by creation second): the transition function of max(randflake_key).';
-COMMENT ON FUNCTION @extschema@.randflake_key_smaller(@extschema@.randflake_key, @extschema@.randflake_key) IS
-'The earlier of two keys in the key''s order (by creation second): the transition function of min(randflake_key).';
-COMMENT ON AGGREGATE @extschema@.max(@extschema@.randflake_key) IS
-'The newest key of a randflake_key column, in the key''s order; from the btree index''s end when there is one.';
-COMMENT ON AGGREGATE @extschema@.min(@extschema@.randflake_key) IS
-'The oldest key of a randflake_key column, in the key''s order; from the btree index''s end when there is one.';
 
 SELECT randflake.revoke_default_privileges();

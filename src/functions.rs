@@ -1,8 +1,9 @@
 //! Every SQL-callable function of randflake_pg. Their SQL comments and grants are in
 //! `sql/comments_and_grants_0.1.0.sql` and the upgrade scripts after it.
 //!
-//! The C functions written by hand (`randflake_next()`, the key's input, output and casts in, the
-//! application lease procedures) are declared through `pg::entry::entry_points!` and
+//! `randflake_key`'s functions are `key`'s. The C functions written by hand here
+//! (`randflake_next()`, the application lease procedures) are declared through
+//! `pg::entry::entry_points!` and
 //! `pg::procedure::procedure_entry_points!`, whose items are the only ones that allow `unsafe`
 //! here; no `unsafe` is written in this file.
 #![deny(unsafe_code)]
@@ -10,20 +11,16 @@
 use std::ffi::{CStr, CString};
 
 use pgrx::prelude::*;
-use randflake::{codec, ordered, Parts};
+use randflake::{codec, Parts};
 
 use crate::errors::Error;
 use crate::generation::Output;
 use crate::lease_table::TableUse;
 use crate::node_config::{self, Mode};
 use crate::pg;
-use crate::pg::decoder_grant;
-use crate::pg::entry::{Arguments, ByteaResult, CStringResult};
+use crate::pg::entry::Arguments;
 use crate::pg::procedure::{Call, Out};
 use crate::{app_leases, generation, lease_table, secret, status};
-
-/// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
-const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
 
 pg::entry::entry_points! {
     /// `randflake_next()`: a new ID, unique across every server sharing the secret with a
@@ -83,34 +80,6 @@ fn decrypted(id: i64) -> Parts {
     secret::with_cipher(|cipher| cipher.decrypt(id)).unwrap_or_else(|error| error.raise())
 }
 
-/// The parts of a `randflake_key`: `randflake_key_decode()` and its accessors, which need no
-/// cipher (the key holds the plain value) but reveal as much as `randflake_decode()`, so their
-/// EXECUTE is revoked from PUBLIC like its. Named apart rather than overloading the decoders, so
-/// that a decoder called with an untyped argument still has one reading. Declared in
-/// sql/randflake_pg--0.5.0--0.6.0.sql.
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_decode(
-    key: i64,
-) -> TableIterator<'static, (name!(timestamp, TimestampWithTimeZone), name!(node_id, i32), name!(sequence, i32))> {
-    let parts = Parts::from_raw(key as u64);
-    TableIterator::once((timestamp_of(parts.timestamp), parts.node_id as i32, parts.sequence as i32))
-}
-
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_timestamp(key: i64) -> TimestampWithTimeZone {
-    timestamp_of(Parts::from_raw(key as u64).timestamp)
-}
-
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_node_id(key: i64) -> i32 {
-    Parts::from_raw(key as u64).node_id as i32
-}
-
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_sequence(key: i64) -> i32 {
-    Parts::from_raw(key as u64).sequence as i32
-}
-
 /// This server's lease and what generation has met since start-up: one row, for monitoring.
 /// EXECUTE is granted to pg_monitor only. Declared by the upgrade scripts (0.2.0's, and 0.6.0's,
 /// which added `keeper_ticks`): a column cannot be added by CREATE OR REPLACE.
@@ -158,7 +127,11 @@ fn randflake_status() -> TableIterator<
     ))
 }
 
-fn timestamp_of(unix_second: u64) -> TimestampWithTimeZone {
+/// Seconds from the Unix epoch to PostgreSQL's (2000-01-01).
+pub(crate) const POSTGRES_EPOCH_UNIX_SECOND: i64 = 946_684_800;
+
+/// A Unix second as PostgreSQL's timestamp.
+pub(crate) fn timestamp_of(unix_second: u64) -> TimestampWithTimeZone {
     let micros = (unix_second as i64 - POSTGRES_EPOCH_UNIX_SECOND) * 1_000_000;
     TimestampWithTimeZone::try_from(micros).expect("every Randflake second lies within PostgreSQL's timestamp range")
 }
@@ -171,14 +144,14 @@ fn randflake_to_string(id: i64) -> String {
 
 /// Parses the canonical string form; anything else is an error, never a guess.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn randflake_from_string(s: &str) -> i64 {
+pub(crate) fn randflake_from_string(s: &str) -> i64 {
     codec::decode(s).unwrap_or_else(|reason| Error::InvalidIdString { input: s.to_owned(), reason }.raise())
 }
 
 /// Input of the `randflake_id` type, which is bigint's eight bytes shown as the canonical string
 /// (declared in sql/randflake_pg--0.4.0--0.5.0.sql).
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_id_in(input: &CStr) -> i64 {
+pub(crate) fn randflake_id_in(input: &CStr) -> i64 {
     // Bytes that are not UTF-8 become U+FFFD, which no ID string holds: the error shows where.
     randflake_from_string(&input.to_string_lossy())
 }
@@ -187,190 +160,6 @@ fn randflake_id_in(input: &CStr) -> i64 {
 #[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn randflake_id_out(id: i64) -> CString {
     CString::new(randflake_to_string(id)).expect("base32hex digits hold no NUL")
-}
-
-/// A new `randflake_key`: the plain value of the ID `randflake_next()` would have returned,
-/// from the same reserved runs, never encrypted. Declared in sql/randflake_pg--0.5.0--0.6.0.sql.
-#[pg_extern(volatile, parallel_safe, sql = false)]
-fn randflake_next_key() -> i64 {
-    generation::reserved_id(Output::Keys).unwrap_or_else(|| generation::next_id(Output::Keys))
-}
-
-/// The ID a `randflake_key` holds, encrypted: the cast out of `randflake_key`, and what its
-/// text and binary forms show.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_to_id(key: i64) -> i64 {
-    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
-}
-
-// The input, output, receive and send functions of `randflake_key` and its casts in are written by
-// hand (`pg::entry`), as randflake_next() is: `COPY ... TO` calls the output function once per
-// key, and through pgrx's wrapper (its guard, the argument and result boxing, a String and a
-// CString copied into a palloc'd one) printing a key cost 2.2x printing the same ID as a bigint
-// (bench/bench.py's key_edge step).
-pg::entry::entry_points! {
-    /// Input of `randflake_key`: the canonical string of the ID, decrypted, for a caller that
-    /// may decode.
-    randflake_key_in_wrapper, pg_finfo_randflake_key_in_wrapper => key_in;
-    /// Output of `randflake_key`: the canonical string of the ID, as randflake_to_string()
-    /// writes it, in the one palloc'd buffer returned.
-    randflake_key_out_wrapper, pg_finfo_randflake_key_out_wrapper => key_out;
-    /// Binary input of `randflake_key`: the ID as bigint's eight bytes, decrypted, for a caller
-    /// that may decode.
-    randflake_key_recv_wrapper, pg_finfo_randflake_key_recv_wrapper => key_recv;
-    /// Binary output of `randflake_key`: the ID as bigint's eight bytes.
-    randflake_key_send_wrapper, pg_finfo_randflake_key_send_wrapper => key_send;
-    /// The casts into `randflake_key` from `bigint` and `randflake_id` (the same eight bytes):
-    /// the public ID, decrypted, for a caller that may decode.
-    randflake_key_from_id_wrapper, pg_finfo_randflake_key_from_id_wrapper => key_from_id;
-}
-
-/// The public ID of a key, or the error of a missing secret.
-fn public_id_of(key: i64) -> i64 {
-    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
-}
-
-/// The key of a public ID, for a caller that may decode (`pg::decoder_grant`); otherwise the
-/// refusal, or the error of a missing secret.
-fn key_of(arguments: &Arguments, id: i64) -> i64 {
-    decoder_grant::require(arguments.function());
-    secret::with_cipher(|cipher| cipher.decrypt_raw(id) as i64).unwrap_or_else(|error| error.raise())
-}
-
-fn key_in(arguments: &Arguments) -> i64 {
-    let input = arguments.cstring(0);
-    key_of(arguments, randflake_id_in(input))
-}
-
-fn key_out(arguments: &Arguments) -> CStringResult<codec::IdString> {
-    CStringResult(codec::encode(public_id_of(arguments.int8(0))))
-}
-
-fn key_recv(arguments: &Arguments) -> i64 {
-    let id = match arguments.message::<8>(0) {
-        Ok(bytes) => i64::from_be_bytes(bytes),
-        Err(length) => Error::InvalidKeyBinary { length }.raise(),
-    };
-    key_of(arguments, id)
-}
-
-fn key_send(arguments: &Arguments) -> ByteaResult<[u8; 8]> {
-    ByteaResult(public_id_of(arguments.int8(0)).to_be_bytes())
-}
-
-fn key_from_id(arguments: &Arguments) -> i64 {
-    key_of(arguments, arguments.int8(0))
-}
-
-// Equality between a `randflake_key` and a public ID (smallint, integer, bigint, randflake_id,
-// text), so that `WHERE id = $1` finds a row by its public ID without making a key of it, which
-// only roles that may decode can do. Each operator says only whether the two are the same ID, so
-// it is everyone's. The btree operator family holds these operators with the support functions
-// below, which order a public ID by its plain value: the index then serves `id = $1`, `id =
-// ANY($1)` and joins with a bigint column. Those support functions reveal the order, so their
-// EXECUTE is granted to no one; btree calls them without that privilege.
-
-/// The public ID of a key: what it is compared with.
-fn public_id(key: i64) -> i64 {
-    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
-}
-
-/// The plain value of a public ID, for the order of the btree support functions only.
-fn plain_value(id: i64) -> u64 {
-    secret::with_cipher(|cipher| cipher.decrypt_raw(id)).unwrap_or_else(|error| error.raise())
-}
-
-/// `=`, `<>` and the btree support of a key against one type of public ID, under the names the
-/// 0.6.0 script declares; `$id` turns the argument into the ID's bigint.
-macro_rules! compared_with_public_ids {
-    ($($public:ty => $eq:ident, $ne:ident, $eq_reversed:ident, $ne_reversed:ident, $order:ident, $order_of_ids:ident, $id:expr;)+) => {$(
-        #[pg_extern(stable, strict, parallel_safe, sql = false)]
-        fn $eq(key: i64, id: $public) -> bool {
-            public_id(key) == $id(id)
-        }
-
-        #[pg_extern(stable, strict, parallel_safe, sql = false)]
-        fn $ne(key: i64, id: $public) -> bool {
-            public_id(key) != $id(id)
-        }
-
-        #[pg_extern(stable, strict, parallel_safe, sql = false)]
-        fn $eq_reversed(id: $public, key: i64) -> bool {
-            public_id(key) == $id(id)
-        }
-
-        #[pg_extern(stable, strict, parallel_safe, sql = false)]
-        fn $ne_reversed(id: $public, key: i64) -> bool {
-            public_id(key) != $id(id)
-        }
-
-        #[pg_extern(stable, strict, parallel_safe, sql = false)]
-        fn $order(key: i64, id: $public) -> i32 {
-            ordered::compare(key as u64, plain_value($id(id))) as i32
-        }
-
-        #[pg_extern(stable, strict, parallel_safe, sql = false)]
-        fn $order_of_ids(left: $public, right: $public) -> i32 {
-            ordered::compare(plain_value($id(left)), plain_value($id(right))) as i32
-        }
-    )+};
-}
-
-compared_with_public_ids! {
-    i16 => randflake_key_eq_int2, randflake_key_ne_int2, randflake_int2_eq_key, randflake_int2_ne_key,
-        randflake_key_order_int2, randflake_int2_order, i64::from;
-    i32 => randflake_key_eq_int4, randflake_key_ne_int4, randflake_int4_eq_key, randflake_int4_ne_key,
-        randflake_key_order_int4, randflake_int4_order, i64::from;
-    i64 => randflake_key_eq_int8, randflake_key_ne_int8, randflake_int8_eq_key, randflake_int8_ne_key,
-        randflake_key_order_int8, randflake_int8_order, i64::from;
-    &str => randflake_key_eq_text, randflake_key_ne_text, randflake_text_eq_key, randflake_text_ne_key,
-        randflake_key_order_text, randflake_text_order, randflake_from_string;
-}
-
-/// The hash of a key: bigint's hash of its public ID, so that a key and the same ID as a bigint
-/// hash alike (hash joins between the two), and so that no hash the server exposes (through
-/// `hash_array()`, `hash_record()`, hash partitions) is a function of the plain value.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_hash(key: i64) -> i32 {
-    pg::hash::int8(public_id(key))
-}
-
-/// The seeded hash of a key: bigint's seeded hash of its public ID.
-#[pg_extern(stable, strict, parallel_safe, sql = false)]
-fn randflake_key_hash_extended(key: i64, seed: i64) -> i64 {
-    pg::hash::int8_extended(public_id(key), seed)
-}
-
-// The comparison functions of `randflake_key` are C entry points of `pg::key_order`, beside its
-// sort support: nothing in them can fail.
-
-/// The lowest `randflake_key` of the second `at` falls in: `id >= randflake_key_lowest(t1) AND
-/// id < randflake_key_lowest(t2)` selects the keys made from t1's second up to t2's, by an
-/// index range scan.
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_lowest(at: TimestampWithTimeZone) -> i64 {
-    key_of_second(at, ordered::lowest_of_second)
-}
-
-/// The highest `randflake_key` of the second `at` falls in.
-#[pg_extern(immutable, strict, parallel_safe, sql = false)]
-fn randflake_key_highest(at: TimestampWithTimeZone) -> i64 {
-    key_of_second(at, ordered::highest_of_second)
-}
-
-/// `bound` of the Unix second `at` falls in, or the error saying no ID carries that second.
-fn key_of_second(at: TimestampWithTimeZone, bound: fn(u64) -> Result<u64, randflake::layout::LayoutError>) -> i64 {
-    let second = if at.is_infinity() {
-        i64::MAX
-    } else if !at.is_finite() {
-        i64::MIN
-    } else {
-        at.into_inner().div_euclid(1_000_000) + POSTGRES_EPOCH_UNIX_SECOND
-    };
-    u64::try_from(second)
-        .ok()
-        .and_then(|second| bound(second).ok())
-        .unwrap_or_else(|| Error::TimestampOutsideIds { unix_second: second }.raise()) as i64
 }
 
 /// 0.5.0's application lease functions. A function cannot commit, so they returned a lease whose

@@ -14,6 +14,7 @@ mod functions;
 mod generation;
 mod keeper;
 mod keeper_report;
+mod key;
 mod lease_table;
 mod node_config;
 mod pg;

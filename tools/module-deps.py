@@ -15,7 +15,7 @@ LEFT_OUT = {"lib", "pg_tests"}
 # Where hand-written `unsafe` may be: the boundary and the crate root that wires it. The SQL
 # functions' module denies it, and allows it only on the items the boundary's entry macros write.
 UNSAFE_ALLOWED = {"pg", "lib"}
-DENIES_UNSAFE = {"functions"}
+DENIES_UNSAFE = {"functions", "key"}
 
 
 def module_of(path: pathlib.Path) -> str:
@@ -70,7 +70,8 @@ def files_allowing_unsafe() -> list[str]:
             continue
         text = path.read_text()
         wanted = "#![deny(unsafe_code)]" if module in DENIES_UNSAFE else "#![forbid(unsafe_code)]"
-        if wanted not in text:
+        # A file of a module that denies `unsafe` may forbid it outright.
+        if wanted not in text and "#![forbid(unsafe_code)]" not in text:
             missing.append(f"{path.relative_to(SRC)} (needs {wanted})")
         for number, line in enumerate(text.splitlines(), 1):
             if re.search(r"\bunsafe\b", line.split("//", 1)[0]):

@@ -1,6 +1,6 @@
-//! The one way into the extension's hand-written C functions: `randflake_next()`, the input,
-//! output, receive and send functions and the casts in of `randflake_key`, whose calls are too
-//! short for pgrx's generic wrapper (its memory-context switch, argument and result boxing and
+//! The one way into the extension's hand-written C functions: `randflake_next()`, and
+//! `randflake_key`'s input, output, receive and send functions, casts in, comparison functions
+//! and sort support, whose calls are too short for pgrx's generic wrapper (its memory-context switch, argument and result boxing and
 //! guard would be a large share of them; docs/performance.md has the figures).
 //!
 //! [`entry_points!`] declares each C symbol with its body, a plain `fn(&Arguments) -> R` outside
@@ -59,6 +59,11 @@ impl Arguments<'_> {
         self.datum(index).value() as i64
     }
 
+    /// Argument `index`, declared `internal`: the pointer PostgreSQL passed.
+    pub(super) fn internal(&self, index: usize) -> *mut c_void {
+        self.datum(index).cast_mut_ptr()
+    }
+
     /// Argument `index`, declared `cstring` (a type's input function's first argument).
     pub fn cstring(&self, index: usize) -> &CStr {
         // SAFETY: a cstring argument points to a NUL-terminated string that lives at least for
@@ -103,6 +108,25 @@ pub trait Returned {
 impl Returned for i64 {
     fn into_datum(self) -> pg_sys::Datum {
         pg_sys::Datum::from(self)
+    }
+}
+
+impl Returned for i32 {
+    fn into_datum(self) -> pg_sys::Datum {
+        pg_sys::Datum::from(self)
+    }
+}
+
+impl Returned for bool {
+    fn into_datum(self) -> pg_sys::Datum {
+        pg_sys::Datum::from(self)
+    }
+}
+
+/// A `void` result.
+impl Returned for () {
+    fn into_datum(self) -> pg_sys::Datum {
+        pg_sys::Datum::from(0)
     }
 }
 
