@@ -369,9 +369,13 @@ BEGIN
     END LOOP;
 END
 $$;
+-- The family holds bigint's own equality too: a hash join or semi-join hashes each side within
+-- one family by its own type's equality (`id IN (SELECT unnest($1::bigint[]))` failed to plan
+-- without it, "could not find compatible hash operator").
 ALTER OPERATOR FAMILY @extschema@.randflake_key_ops USING hash ADD
     OPERATOR 1 @extschema@.= (@extschema@.randflake_key, bigint),
     OPERATOR 1 @extschema@.= (bigint, @extschema@.randflake_key),
+    OPERATOR 1 pg_catalog.= (bigint, bigint),
     FUNCTION 1 (bigint, bigint) pg_catalog.hashint8(bigint),
     FUNCTION 2 (bigint, bigint) pg_catalog.hashint8extended(bigint, bigint);
 

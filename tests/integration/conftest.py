@@ -260,6 +260,7 @@ SERIAL_SECONDS = {
     "test_multimaster.py": 1, "test_pg_upgrade.py": 1,
     "test_dba_guide.py": 60,
     "test_resolution.py": 4,
+    "test_order_oracle.py": 30,
 }
 
 

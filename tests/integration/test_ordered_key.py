@@ -235,6 +235,10 @@ def test_a_role_that_may_only_read_finds_rows_by_public_id_through_the_index(sha
             assert conn.execute(join).fetchall() == expected, settings
             assert node in plan_of(conn, join), (settings, plan_of(conn, join))
             conn.execute("RESET ALL")
+        # A semi-join with a set of bigint IDs hashes both sides within the key's hash family.
+        semi = "SELECT note FROM by_public WHERE id IN (SELECT unnest(%s::bigint[])) ORDER BY note"
+        assert conn.execute(semi, ([public, *(row[1] for row in others)],)).fetchall() == sorted(
+            [(note,), *((row[2],) for row in others)])
         # An untyped string is input of the key, which only roles that may decode can do.
         for statement, parameters in (("SELECT note FROM by_public WHERE id = %t", (text,)),
                                       (f"SELECT note FROM by_public WHERE id = '{text}'", ()),
