@@ -32,7 +32,7 @@ COMMENT ON FUNCTION randflake.epoch_second() IS 'The Randflake epoch: Unix secon
 CREATE FUNCTION randflake.last_second() RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 2803741823;
-COMMENT ON FUNCTION randflake.last_second() IS 'The last Unix second an ID can hold (30 bits of seconds from the epoch): 2058-11-05 23:23:43 UTC.';
+COMMENT ON FUNCTION randflake.last_second() IS 'The last Unix second an ID can hold (30 bits of seconds from the epoch): 2058-11-05 17:10:23 UTC.';
 
 CREATE FUNCTION randflake.lock_space() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -221,7 +221,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Load the content of the native extension''s key file, e.g. from openssl rand -hex 16.';
     END IF;
-    UPDATE randflake.secret SET secret_hex = checked, subkeys = randflake.sparx_expand_key(checked);
+    -- The UPDATE names no variable: a PL/pgSQL variable in a statement becomes a constant of its
+    -- plan, which auto_explain, debug_print_plan and the like print. It recomputes from the row.
+    UPDATE randflake.secret AS s SET secret_hex = pg_catalog.lower(pg_catalog.btrim(s.secret_hex)),
+           subkeys = randflake.sparx_expand_key(pg_catalog.lower(pg_catalog.btrim(s.secret_hex)));
     RETURN 'the secret is loaded';
 END
 $$;
@@ -302,12 +305,84 @@ COMMENT ON FUNCTION randflake.node_id_max() IS
 'Highest node of this database''s sessions, as randflake.settings holds it: a constant that randflake.configure() redefines, NULL before it ran.';
 REVOKE ALL ON FUNCTION randflake.node_id_min(), randflake.node_id_max() FROM PUBLIC;
 
+CREATE FUNCTION randflake.reuse_margin() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN 60;
+COMMENT ON FUNCTION randflake.reuse_margin() IS
+'Seconds a node must have gone unused by one side (sessions, or an application lease''s window) before configure() hands it to the other: the same minute release allows for an application clock ahead of the server''s.';
+REVOKE ALL ON FUNCTION randflake.reuse_margin() FROM PUBLIC;
+
 CREATE FUNCTION randflake.configure(node_id_min integer, node_id_max integer,
                                     app_node_id_min integer DEFAULT NULL, app_node_id_max integer DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    caller_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+    now_second bigint;
+    lease record;
+    used record;
+    blockers text;
 BEGIN
+    -- Every randflake_next() reads randflake.secret, so each transaction that made an ID holds
+    -- its ACCESS SHARE lock to its end, with the range it checked its node against. Taking the
+    -- table's ACCESS EXCLUSIVE lock waits for those transactions to end and holds back new ones
+    -- until this one commits: no statement issues an ID from a node of the old range after the
+    -- new one is in force, and the first call of every later transaction takes the lock anew,
+    -- which makes it see the redefined node_id_min() and node_id_max(). The wait is bounded,
+    -- since the calls queue behind it: by the caller's lock_timeout, or 10 s if it has none.
+    IF caller_lock_timeout = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '10s', true);
+    END IF;
+    BEGIN
+        LOCK TABLE randflake.secret IN ACCESS EXCLUSIVE MODE;
+        -- Lease calls write under this table's locks: none runs while the range and pool move.
+        LOCK TABLE randflake.node_leases IN EXCLUSIVE MODE;
+    EXCEPTION WHEN lock_not_available THEN
+        SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('pid %s (%s)', l.pid, a.usename), ', ')
+          INTO blockers
+          FROM pg_catalog.pg_locks AS l LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+         WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+           AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database())
+           AND l.relation IN ('randflake.secret'::regclass, 'randflake.node_leases'::regclass);
+        RAISE EXCEPTION 'randflake.configure() waited % for transactions that made IDs or lease nodes to end: %',
+            pg_catalog.current_setting('lock_timeout'), COALESCE(blockers, 'they ended meanwhile')
+            USING ERRCODE = 'lock_not_available',
+                  HINT = 'A transaction that called randflake_next() keeps the node range it checked until it ends. Let those transactions finish (or end the idle ones) and run configure() again.';
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', caller_lock_timeout, true);
+    now_second := randflake.clock_second();
+    -- No node moves from one side to the other while the side it leaves may still issue with it,
+    -- or did within the margin: an application lease's window (to its end, or its release) and
+    -- a session's record of its last second. Both are read under the locks above.
+    SELECT l.first_node, l.holder, l.used_through INTO lease
+      FROM randflake.node_leases AS l
+     WHERE l.used_through >= now_second - randflake.reuse_margin()
+       AND l.last_node >= configure.node_id_min AND l.first_node <= configure.node_id_max
+     ORDER BY l.first_node LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'node % of the range %..% is leased to application holder "%" through %',
+            lease.first_node, configure.node_id_min, configure.node_id_max, pg_catalog.left(lease.holder, 60),
+            pg_catalog.to_timestamp(lease.used_through)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = pg_catalog.format('Sessions may take a node only %s s after its last lease ended: choose a range without it, or have the holder release it (CALL randflake_lease_release) and run configure() again once that time has passed.', randflake.reuse_margin());
+    END IF;
+    IF configure.app_node_id_min IS NOT NULL THEN
+        SELECT r.node, r.last_second INTO used
+          FROM (SELECT pg_catalog.substr(c.relname, 6)::integer AS node,
+                       (COALESCE(pg_catalog.pg_sequence_last_value(c.oid), 0) >> 17) + randflake.epoch_second() AS last_second
+                  FROM pg_catalog.pg_class AS c
+                 WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind = 'S' AND c.relname ~ '^node_[0-9]{1,6}$') AS r
+         WHERE r.node BETWEEN configure.app_node_id_min AND configure.app_node_id_max
+           AND r.last_second >= now_second - randflake.reuse_margin()
+         ORDER BY r.node LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'node % of the application pool %..% was used by sessions of this database at %',
+                used.node, configure.app_node_id_min, configure.app_node_id_max, pg_catalog.to_timestamp(used.last_second)
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = pg_catalog.format('Applications may lease a node only %s s after sessions last used it: first move the sessions'' range off it with configure(), then give the pool the node once that time has passed.', randflake.reuse_margin());
+        END IF;
+    END IF;
     INSERT INTO randflake.settings AS s (node_id_min, node_id_max, app_node_id_min, app_node_id_max)
         VALUES (configure.node_id_min, configure.node_id_max, configure.app_node_id_min, configure.app_node_id_max)
         ON CONFLICT ((true)) DO UPDATE
@@ -331,7 +406,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION randflake.configure(integer, integer, integer, integer) IS
-'Sets this database''s node range (at most 4096 nodes, disjoint from every other server''s) and, optionally, the application pool; creates the record of each node not yet recorded. Run as the owner.';
+'Sets this database''s node range (at most 4096 nodes, disjoint from every other server''s) and, optionally, the application pool; creates the record of each node not yet recorded. Refuses (55000) a range that takes in a node leased to an application, or a pool that takes in a node sessions used, within randflake.reuse_margin() seconds; waits (the caller''s lock_timeout, 10 s if none; then 55P03 naming them) for the transactions that made IDs under the old range to end. Run as the owner.';
 REVOKE ALL ON FUNCTION randflake.configure(integer, integer, integer, integer) FROM PUBLIC;
 
 CREATE FUNCTION randflake.clock_second() RETURNS bigint
@@ -362,7 +437,24 @@ DECLARE
     node integer;
     ahead integer := 0;
     used bigint;
+    held integer;
 BEGIN
+    -- A node this session already holds comes first: the hint that named it is undone when the
+    -- transaction that claimed it rolls back, the session-level lock is not, and a session must
+    -- never hold two nodes. (A lock of this transaction alone, on a node whose second is used
+    -- up, fails the record's check like any other.)
+    FOR held IN
+        SELECT l.objid::integer FROM pg_catalog.pg_locks AS l
+         WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid() AND l.granted
+           AND l.classid = randflake.lock_space()::oid AND l.objsubid = 2
+           AND l.objid BETWEEN first_node::oid AND last_node::oid
+         ORDER BY l.objid
+    LOOP
+        EXECUTE pg_catalog.format('SELECT last_value FROM %s', randflake.node_record(held)) INTO used;
+        IF used >> 17 <= now_offset THEN
+            RETURN held;
+        END IF;
+    END LOOP;
     FOR i IN 0..size - 1 LOOP
         node := first_node + (first_try + i) % size;
         IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), node) THEN
@@ -394,21 +486,14 @@ CREATE FUNCTION randflake.raise_high_water(now_offset bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- Only forward: read and write under a session-level lock held for just the two, not to the
-    -- end of the caller's transaction (which would hold every node's first ID of a second
-    -- behind it). A session that finds the lock taken leaves the work to its holder, which is
-    -- raising it to the same second, or one apart; nobody waits.
-    IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), -1) THEN
-        BEGIN
-            IF COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0) < now_offset THEN
-                PERFORM pg_catalog.setval('randflake.high_water', now_offset, true);
-            END IF;
-        EXCEPTION WHEN OTHERS OR query_canceled THEN
-            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), -1);
-            RAISE;
-        END;
-        PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), -1);
-    END IF;
+    -- Only forward, and under no lock: any role may take any advisory lock, and one that held
+    -- the lock this once took froze the high water. Two sessions moving it at once may write in
+    -- either order, so each reads it again after writing and writes again while it is below its
+    -- own second (at most three times); it settles at the later one, and nobody waits.
+    FOR attempt IN 1..3 LOOP
+        EXIT WHEN COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0) >= now_offset;
+        PERFORM pg_catalog.setval('randflake.high_water', now_offset, true);
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION randflake.raise_high_water(bigint) IS
@@ -429,18 +514,27 @@ DECLARE
     -- The session's node, kept between calls in the setting randflake_sql.node.
     hint text := pg_catalog.current_setting('randflake_sql.node', true);
     node integer := CASE WHEN hint ~ '^[0-9]{1,6}$' THEN hint::integer END;
-    -- The clock is read after the high water, which was set from readings made before it.
-    high_water bigint := COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0);
-    now_offset bigint := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
+    high_water bigint;
+    now_offset bigint;
     used bigint;
     moves integer := 0;
 BEGIN
+    -- First: this read takes randflake.secret's lock, which configure() waits on, so the range
+    -- checked below stays in force until the transaction ends (docs/managed-postgresql.md).
     SELECT s.subkeys INTO subkeys FROM randflake.secret AS s WHERE s.subkeys IS NOT NULL;
+    -- The clock is read after the high water, which was set from readings made before it, and
+    -- both after any wait for that lock.
+    high_water := COALESCE(pg_catalog.pg_sequence_last_value('randflake.high_water'), 0);
+    now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
     IF NOT FOUND OR randflake.node_id_max() IS NULL THEN
         PERFORM randflake.subkeys();  -- says which is missing, the secret ...
-        RAISE EXCEPTION 'randflake_sql has no node range'  -- ... or the settings
+        -- ... or the range: never configured, or restored from a dump of the extension, which
+        -- holds randflake.settings (its configuration) but not the redefined constants.
+        RAISE EXCEPTION 'randflake_sql has no node range in force%', (
+                SELECT pg_catalog.format(' (randflake.settings holds %s..%s, restored from a dump?)', c.node_id_min, c.node_id_max)
+                  FROM randflake.settings AS c)
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range.';
+                  HINT = 'As the owner: SELECT randflake.configure(node_id_min, node_id_max), disjoint from every other server''s range; after a restore, with the range and pool randflake.settings holds.';
     END IF;
     IF now_offset < high_water OR now_offset > 1073741823 THEN
         PERFORM randflake.clock_second();  -- says why, if the clock is outside the format's range
@@ -647,7 +741,6 @@ $$;
 COMMENT ON FUNCTION public.randflake_status() IS
 'One row describing this database''s ID generation by randflake_sql, in the columns of the native randflake_status(): node_source sql, state (active, no secret loaded, no node range configured), the node range, the nodes sessions hold now and the nodes free; the columns about leases, the keeper and counters are NULL. For the owner and pg_monitor.';
 REVOKE ALL ON FUNCTION public.randflake_status() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION public.randflake_status() TO pg_monitor;
 
 ----------------------------------------------------------------------------------------------------
 -- Application leases, in a table of the native randflake.node_leases' shape.
@@ -669,8 +762,6 @@ CREATE TABLE randflake.node_leases (
     )
 );
 REVOKE ALL ON TABLE randflake.node_leases FROM PUBLIC;
-GRANT USAGE ON SCHEMA randflake TO pg_monitor;
-GRANT SELECT ON TABLE randflake.node_leases TO pg_monitor;
 COMMENT ON TABLE randflake.node_leases IS
 'Application leases of randflake_sql, in the shape of the native randflake.node_leases: a process may issue IDs with node first_node only in seconds lease_start..lease_end (Unix time). Written only by the randflake_lease_* functions.';
 COMMENT ON COLUMN randflake.node_leases.first_node IS 'The leased node.';
@@ -709,7 +800,9 @@ CREATE FUNCTION randflake.lease_call(holder text, seconds integer, OUT pool_firs
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    SELECT c.app_node_id_min, c.app_node_id_max INTO pool_first, pool_last FROM randflake.settings AS c;
+    -- FOR SHARE: the pool as configure() last committed it (in READ COMMITTED the latest version
+    -- of the row; under a snapshot older than that commit a serialization failure, 40001).
+    SELECT c.app_node_id_min, c.app_node_id_max INTO pool_first, pool_last FROM randflake.settings AS c FOR SHARE;
     IF pool_first IS NULL THEN
         RAISE EXCEPTION 'no application pool is configured'
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -735,6 +828,68 @@ COMMENT ON FUNCTION randflake.lease_call(text, integer) IS
 'What every application lease call checks first: a configured pool, a valid holder and length; returns the pool, the holder as stored (under the session''s role) and the server''s second.';
 REVOKE ALL ON FUNCTION randflake.lease_call(text, integer) FROM PUBLIC;
 
+CREATE FUNCTION randflake.lease_blockers() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE(pg_catalog.string_agg(DISTINCT pg_catalog.format('pid %s (%s)', l.pid, a.usename), ', '),
+                    'none left')
+      FROM pg_catalog.pg_locks AS l LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid OPERATOR(pg_catalog.=) l.pid
+     WHERE l.locktype OPERATOR(pg_catalog.=) 'relation' AND l.granted
+       AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+       AND l.relation OPERATOR(pg_catalog.=) 'randflake.node_leases'::regclass
+$$;
+COMMENT ON FUNCTION randflake.lease_blockers() IS
+'The sessions (pid and role) holding locks on randflake.node_leases, for the error of a lease call that waited too long.';
+REVOKE ALL ON FUNCTION randflake.lease_blockers() FROM PUBLIC;
+
+CREATE FUNCTION randflake.lease_write_begin(procedure text, mode text) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Only inside the procedure, after its first COMMIT: the transaction it started there began
+    -- after the CALL did (PostgreSQL stamps a transaction begun inside a procedure anew), where a
+    -- caller's own SELECT of this function runs in a transaction no later than its statement.
+    -- That keeps a caller from holding the lease table's locks open in a transaction of its own.
+    IF pg_catalog.transaction_timestamp() <= pg_catalog.statement_timestamp() THEN
+        RAISE EXCEPTION 'randflake.%() runs only inside CALL %()', procedure, 'randflake_' || procedure
+            USING ERRCODE = 'invalid_transaction_state',
+                  HINT = pg_catalog.format('CALL randflake_%s(...) as a statement of its own in autocommit mode.', procedure);
+    END IF;
+    -- Every wait for another lease call is bounded: by the caller's lock_timeout, or 5 s if it
+    -- has none. The procedure's COMMIT ends the setting with the transaction.
+    IF pg_catalog.current_setting('lock_timeout') = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '5s', true);
+    END IF;
+    BEGIN
+        IF mode = 'acquire' THEN
+            -- One acquirer at a time, so that two never pick the same node.
+            LOCK TABLE randflake.node_leases IN SHARE ROW EXCLUSIVE MODE;
+        ELSE
+            LOCK TABLE randflake.node_leases IN ROW EXCLUSIVE MODE;
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM randflake.raise_lease_wait(procedure);
+    END;
+END
+$$;
+COMMENT ON FUNCTION randflake.lease_write_begin(text, text) IS
+'What the writes of the randflake_lease_* procedures do first: refuse to run outside the procedure (25000), bound every wait (the caller''s lock_timeout, 5 s if none), and take the lease table''s lock (acquire: one acquirer at a time).';
+REVOKE ALL ON FUNCTION randflake.lease_write_begin(text, text) FROM PUBLIC;
+
+CREATE FUNCTION randflake.raise_lease_wait(procedure text) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'CALL randflake_%() waited % for other lease calls to end: %', procedure,
+        pg_catalog.current_setting('lock_timeout'), randflake.lease_blockers()
+        USING ERRCODE = 'lock_not_available',
+              HINT = 'A transaction of those sessions holds the lease table; it ends when they commit or roll back. Try the call again.';
+END
+$$;
+COMMENT ON FUNCTION randflake.raise_lease_wait(text) IS
+'The error (55P03) of a lease call whose wait for the lease table or a lease''s row passed its lock_timeout: it names the sessions holding the table.';
+REVOKE ALL ON FUNCTION randflake.raise_lease_wait(text) FROM PUBLIC;
+
 -- The writes, as SECURITY DEFINER functions of the owner (only they write randflake.node_leases).
 -- The public procedures below call them and commit: a procedure that is SECURITY DEFINER or has a
 -- SET clause may not commit, so the procedures run as their caller, resolve nothing through the
@@ -747,10 +902,11 @@ AS $$
 DECLARE
     call record;
 BEGIN
+    -- The lock first (the procedure's commit releases it before the lease is returned), then the
+    -- pool, as configure() takes its own before it writes the pool: neither waits on the other
+    -- midway.
+    PERFORM randflake.lease_write_begin('lease_acquire', 'acquire');
     SELECT * INTO call FROM randflake.lease_call(holder, seconds);
-    -- One acquirer at a time, so that two never pick the same node; the procedure's commit
-    -- releases the lock before the lease is returned.
-    LOCK TABLE randflake.node_leases IN SHARE ROW EXCLUSIVE MODE;
     SELECT n INTO node_id
       FROM pg_catalog.generate_series(call.pool_first, call.pool_last) AS n
      WHERE NOT EXISTS (SELECT FROM randflake.node_leases AS l
@@ -780,12 +936,14 @@ AS $$
 DECLARE
     call record;
 BEGIN
+    PERFORM randflake.lease_write_begin('lease_extend', 'write');  -- before the pool: see lease_acquire()
     SELECT * INTO call FROM randflake.lease_call(holder, seconds);
     UPDATE randflake.node_leases AS l
        SET lease_end = GREATEST(l.lease_end, call.now_second + seconds - 1),
            used_through = GREATEST(l.lease_end, call.now_second + seconds - 1),
            renewed_at = pg_catalog.now()
      WHERE l.first_node = node AND l.holder = 'app/' || call.stored_holder AND l.lease_end >= call.now_second
+       AND node BETWEEN call.pool_first AND call.pool_last
     RETURNING l.first_node, l.lease_start, l.lease_end + 1 INTO node_id, lease_start, lease_end_exclusive;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'holder "%" holds no live lease of node %', pg_catalog.left(holder, 40), node
@@ -803,6 +961,7 @@ AS $$
 DECLARE
     call record;
 BEGIN
+    PERFORM randflake.lease_write_begin('lease_release', 'write');  -- before the pool: see lease_acquire()
     SELECT * INTO call FROM randflake.lease_call(holder, 1);
     -- The node is leased again only after the seconds its holder may have used, with a minute's
     -- allowance for an application clock ahead of the server's.
@@ -931,7 +1090,7 @@ BEGIN
     LOOP
         FOR privilege IN
             SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(object.acl) AS a
-             WHERE a.grantee <> object.owner AND a.grantee <> 0 AND a.grantee <> 'pg_monitor'::regrole
+             WHERE a.grantee <> object.owner AND a.grantee <> 0
         LOOP
             RAISE WARNING 'randflake_sql: taking back a default privilege on % from %', object.name, privilege.grantee::regrole;
             EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %I', object.name, privilege.grantee::regrole::text);
@@ -940,7 +1099,30 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION randflake.revoke_default_privileges(boolean) IS
-'Takes from every object of randflake_sql (or only from its sequences, the node records) each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to a role, with a WARNING for each. The script ends by calling it; randflake.configure() calls it for the records it creates, leaving the owner''s own grants on the routines alone.';
+'Takes from every object of randflake_sql (or only from its sequences, the node records) each privilege that its owner''s ALTER DEFAULT PRIVILEGES granted to any role, predefined roles such as pg_monitor included, with a WARNING for each. The script ends by calling it, before its own grants to pg_monitor; randflake.configure() calls it for the records it creates, leaving the owner''s own grants on the routines alone.';
 REVOKE ALL ON FUNCTION randflake.revoke_default_privileges(boolean) FROM PUBLIC;
 
 SELECT randflake.revoke_default_privileges();
+
+-- Run by CREATE EXTENSION (pg_tle's, or a control file), the state is the extension's
+-- configuration, so that pg_dump dumps its rows and values (the node records, which configure()
+-- creates later, are not members and are dumped as any sequence). The secret is left out: a
+-- dump never carries it. Run by psql, there is no extension (schema randflake is no member of
+-- one), and PostgreSQL would refuse the call.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_depend AS d
+                WHERE d.classid = 'pg_catalog.pg_namespace'::regclass AND d.objid = 'randflake'::regnamespace
+                  AND d.deptype = 'e') THEN
+        PERFORM pg_catalog.pg_extension_config_dump('randflake.settings', '');
+        PERFORM pg_catalog.pg_extension_config_dump('randflake.node_leases', '');
+        PERFORM pg_catalog.pg_extension_config_dump('randflake.high_water', '');
+    END IF;
+END
+$$;
+
+-- What pg_monitor may see, granted only now: revoke_default_privileges() spares no role, since an
+-- owner's default privileges for pg_monitor would otherwise reach randflake.secret.
+GRANT USAGE ON SCHEMA randflake TO pg_monitor;
+GRANT SELECT ON TABLE randflake.node_leases TO pg_monitor;
+GRANT EXECUTE ON FUNCTION public.randflake_status() TO pg_monitor;

@@ -247,6 +247,15 @@ def shared_cluster(request, _module_cluster: Cluster) -> Iterator[Cluster]:
         _print_log_tail(_module_cluster)
 
 
+@pytest.fixture(scope="session")
+def fake_clock_preload() -> Iterator[str]:
+    """LD_PRELOAD for servers whose clock a test steps or stops (fake_clock.py): the
+    select()/poll() shim, built once per run (per worker), then libfaketime."""
+    from fake_clock import preload_for_tests  # it imports this file, so not at the top
+
+    yield from preload_for_tests("faked")
+
+
 # Seconds each file took in a serial run on the 2-core machine, servers included (rounded; only
 # their order matters). Under pytest-xdist the longest start first, so that no worker is left
 # running a long file after the others are done; a file not listed here counts as the longest.

@@ -30,18 +30,13 @@ import psycopg
 import pytest
 
 from conftest import Cluster, decoded_ids, sql_error, status, wait_for
-from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
+from fake_clock import FakeClock, start_under_fake_clock
 
 BEHIND = re.compile(r"the system clock is (\d+) s behind second (\d+), which this server has already used for IDs")
 BEFORE_LEASE = re.compile(
     r"the system clock reads (\d+), (\d+) s before second (\d+), where this server's node lease starts"
 )
 
-
-@pytest.fixture(scope="session")
-def fake_clock_preload():
-    """LD_PRELOAD for a faked server: the select()/poll() shim, then libfaketime."""
-    yield from preload_for_tests("clock")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import pytest
 from randflake.v2 import Config, Generator, Lease
 
 from conftest import Cluster, decoded_ids, sql_error, status, wait_for
-from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
+from fake_clock import FakeClock, start_under_fake_clock
 
 OLD_ROWS = 1000
 NEW_ROWS = 200
@@ -155,11 +155,6 @@ def test_an_identity_key_moves_without_a_rewrite_but_an_int_one_must_widen(share
     assert conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 101
     conn.close()
 
-
-@pytest.fixture(scope="session")
-def fake_clock_preload():
-    """LD_PRELOAD for a server whose clock the test stops (see fake_clock.py)."""
-    yield from preload_for_tests("migration")
 
 
 def test_a_new_id_equal_to_an_old_one_fails_on_the_primary_key_and_a_retry_succeeds(make_cluster, fake_clock_preload):

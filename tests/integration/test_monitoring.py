@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from conftest import ROOT, Cluster, _ports, sql_error, wait_for
-from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
+from fake_clock import FakeClock, start_under_fake_clock
 
 QUERIES = ROOT / "monitoring" / "postgres_exporter" / "randflake.yaml"
 RULES = ROOT / "monitoring" / "prometheus" / "randflake-alerts.yml"
@@ -52,11 +52,6 @@ COUNTERS = {
 SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
-
-@pytest.fixture(scope="module")
-def fake_clock_preload():
-    """LD_PRELOAD for a server whose clock the test steps (see fake_clock.py)."""
-    yield from preload_for_tests("monitoring")
 
 
 class Exporter:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import random
 import subprocess
 import threading
@@ -18,7 +19,7 @@ from randflake.sparx64 import Sparx64
 from randflake.v2 import Config, Generator, Lease, decode_string, encode_string
 
 from conftest import ROOT, Cluster, _ports, as_owner, pg_config, wait_for, write_server_file
-from fake_clock import FakeClock, preload_for_tests, start_under_fake_clock
+from fake_clock import FakeClock, start_under_fake_clock
 
 SCRIPT = ROOT / "sql-edition" / "randflake_sql--0.6.0.sql"
 VECTORS = json.loads((ROOT / "randflake" / "tests" / "data" / "reference_vectors.json").read_text())
@@ -390,10 +391,6 @@ def test_a_rolled_back_id_is_never_issued_again(edition):
         assert len(seen) == 400
 
 
-@pytest.fixture(scope="module")
-def fake_clock_preload():
-    yield from preload_for_tests("sqled")
-
 
 def test_clock_stepped_back_is_refused_and_exhaustion_moves_node(make_cluster, fake_clock_preload):
     cluster = make_cluster(*MANAGED)
@@ -578,8 +575,23 @@ def test_lease_procedures_refuse_a_transaction_they_do_not_own(edition):
         assert conn.execute(RELEASE, ("first-in-pipeline", node)).fetchone() == (True,)
 
 
+# Every way a server may write what its statements hold: statement texts, parameters, the plans
+# of nested statements (auto_explain, debug_print_plan) and the statement an error came from.
+LOGGED_EVERYWHERE = (
+    "shared_preload_libraries = 'pg_stat_statements,auto_explain'", "log_statement = 'all'",
+    "pg_stat_statements.track = 'all'", "auto_explain.log_min_duration = 0", "auto_explain.log_analyze = on",
+    "auto_explain.log_verbose = on", "auto_explain.log_nested_statements = on",
+    "auto_explain.log_parameter_max_length = -1", "debug_print_plan = on", "log_min_error_statement = 'error'",
+    "log_parameter_max_length = -1", "log_parameter_max_length_on_error = -1", "log_error_verbosity = 'verbose'",
+)
+
+
 def test_the_secret_is_never_in_statements_activity_or_the_log(make_cluster):
-    cluster = make_cluster(*MANAGED)
+    """Installed, loaded (badly, then well, then twice), checked, used and failing, with every
+    statement and every nested statement's plan logged: neither the secret nor any of its
+    subkeys is in pg_stat_statements, pg_stat_activity or the log (before, check_secret()'s
+    UPDATE was planned with the secret and the subkeys as constants)."""
+    cluster = make_cluster(*LOGGED_EVERYWHERE)
     cluster.start()
     with cluster.connect() as conn:
         conn.execute("CREATE DATABASE stats")
@@ -587,6 +599,8 @@ def test_the_secret_is_never_in_statements_activity_or_the_log(make_cluster):
         conn.execute("CREATE EXTENSION pg_stat_statements")
     secret_hex = edition_cluster(cluster, load=False)
     with cluster.connect(DATABASE, OWNER) as conn:
+        with pytest.raises(ObjectNotInPrerequisiteState, match="no Randflake secret is loaded"):
+            conn.execute("SELECT randflake_next()")
         # A malformed secret, then the right one loaded twice: refused, with errors in the log.
         with pytest.raises(psycopg.errors.InvalidParameterValue):
             load_secret(conn, secret_hex[:-1] + "x")
@@ -595,14 +609,28 @@ def test_the_secret_is_never_in_statements_activity_or_the_log(make_cluster):
         with pytest.raises(psycopg.errors.CardinalityViolation):
             load_secret(conn, secret_hex)
         conn.execute("DELETE FROM randflake.secret WHERE subkeys IS NULL")
-        assert conn.execute("SELECT randflake.check_secret()").fetchone() == ("the secret is loaded",)
-        conn.execute("SELECT randflake_decode(randflake_next())")
+        for _ in range(7):  # past the custom plans PL/pgSQL makes of a statement's first runs
+            assert conn.execute("SELECT randflake.check_secret()").fetchone() == ("the secret is loaded",)
+            conn.execute("SELECT randflake_decode(randflake_next()), randflake_timestamp(randflake_next()), "
+                         "randflake_node_id(randflake_next()), randflake_sequence(randflake_next())")
+        conn.execute("SELECT randflake_next() FROM generate_series(1, 5)")
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            conn.execute("SELECT randflake_decode(randflake_from_string('zz'))")
+    with cluster.connect(DATABASE, "writer") as conn:
+        conn.execute("SELECT randflake_next() FROM generate_series(1, 5)")
+        with pytest.raises(InsufficientPrivilege):
+            conn.execute("SELECT randflake_decode(1)")
     with cluster.connect("stats") as conn:
         statements = " ".join(q for (q,) in conn.execute("SELECT query FROM pg_stat_statements"))
         activity = " ".join(q or "" for (q,) in conn.execute("SELECT query FROM pg_stat_activity"))
-    assert "COPY randflake.secret" in statements and "COPY randflake.secret" in cluster.log()
-    for route in (statements, activity, cluster.log()):
-        assert secret_hex not in route and secret_hex[:-1] not in route
+    log = cluster.log()
+    with cluster.connect(DATABASE, OWNER) as conn:
+        subkeys = [str(k) for (k,) in conn.execute("SELECT unnest(subkeys) FROM randflake.secret")]
+    assert "COPY randflake.secret" in statements and "COPY randflake.secret" in log
+    assert "randflake.sparx_expand_key" in log  # the plans were logged
+    for route in (statements, activity, log):
+        assert secret_hex not in route and secret_hex[:-1] not in route and secret_hex.upper() not in route
+        assert [k for k in subkeys if len(k) >= 6 and k in route] == []
 
 
 def test_dump_and_restore(edition):
@@ -692,3 +720,351 @@ def test_the_pg_tle_package_carries_the_script_unchanged(edition):
         name, version, _, script = conn.execute(arguments).fetchone()[0]
     assert (name, version) == ("randflake_sql", "0.6.0")
     assert script.strip("\n") == SCRIPT.read_text().strip("\n")
+
+
+def nodes_of(conn: psycopg.Connection, ids: list[int]) -> set[int]:
+    """The nodes that made `ids`, decoded by the owner's connection `conn`."""
+    return {n for (n,) in conn.execute("SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))}
+
+
+def test_configure_never_hands_a_node_in_use_to_the_other_side(make_cluster, fake_clock_preload):
+    """A node moves between the sessions' range and the application pool only once the side it
+    leaves has not used it for the margin: configure() refuses a range over a leased node
+    (1,300 duplicates before, as the sessions took node 100 under a reference-port generator's
+    lease) and a pool over a node sessions used (50 before), naming the node, 55000 with a HINT;
+    once the margin has passed (the server's clock stepped forward) it accepts both moves, and
+    no ID of sessions and live generators repeats."""
+    cluster = make_cluster(*MANAGED)
+    clock = FakeClock(cluster, fake_clock_preload)
+    start_under_fake_clock(cluster, clock)
+    secret = bytes.fromhex(edition_cluster(cluster))
+    made: list[int] = []
+    with cluster.connect(DATABASE, OWNER) as owner, cluster.connect(DATABASE, "writer") as writer, \
+            cluster.connect(DATABASE, "svc") as svc:
+        owner.execute("SELECT randflake.grant_application_leases('svc')")
+        owner.execute("SELECT randflake.configure(0, 7, 100, 107)")
+        made += generate_in(writer, 200)
+        (session_node,) = nodes_of(owner, made)
+        node, start, end = svc.execute(ACQUIRE, ("api@host:1", 600)).fetchone()
+        assert node == 100
+        generator = Generator(Config(lease=Lease(node, start, end), secret=secret, clock=lambda: int(clock.now())))
+        made += [generator.generate() for _ in range(1300)]
+
+        refusals = [((100, 107, None, None), r'node 100 of the range 100\.\.107 is leased to application holder '
+                                             r'"app/svc/api@host:1" through'),
+                    ((0, 107, None, None), r"node 100 of the range 0\.\.107 is leased"),
+                    ((200, 207, 0, 7), rf"node {session_node} of the application pool 0\.\.7 was used by sessions")]
+        for arguments, message in refusals:
+            with pytest.raises(ObjectNotInPrerequisiteState, match=message) as refused:
+                owner.execute("SELECT randflake.configure(%s, %s, %s, %s)", arguments)
+            assert "once that time has passed" in refused.value.diag.message_hint
+        assert owner.execute("SELECT node_id_min, node_id_max, app_node_id_min, app_node_id_max "
+                             "FROM randflake.settings").fetchone() == (0, 7, 100, 107)
+        made += generate_in(writer, 200) + [generator.generate() for _ in range(1300)]
+        # Released, the node stays the application's for the margin past its new end.
+        assert svc.execute(RELEASE, ("api@host:1", node)).fetchone() == (True,)
+        with pytest.raises(ObjectNotInPrerequisiteState, match="node 100 of the range"):
+            owner.execute("SELECT randflake.configure(100, 107)")
+
+        clock.set(200)  # past the released lease's end and the sessions' last second, plus the margin
+        owner.execute("SELECT randflake.configure(100, 107)")
+        moved = generate_in(writer, 500)
+        assert nodes_of(owner, moved) <= set(range(100, 108))
+        owner.execute("SELECT randflake.configure(200, 207, 0, 7)")
+        node, start, end = svc.execute(ACQUIRE, ("api@host:2", 600)).fetchone()
+        assert 0 <= node <= 7
+        generator = Generator(Config(lease=Lease(node, start, end), secret=secret, clock=lambda: int(clock.now())))
+        made += moved + [generator.generate() for _ in range(1300)] + generate_in(writer, 500)
+    assert len(set(made)) == len(made)
+
+
+def generate_in(conn: psycopg.Connection, count: int) -> list[int]:
+    return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, %s)", (count,))]
+
+
+def test_configure_waits_for_statements_issuing_from_the_old_range(edition):
+    """A statement that is making IDs keeps the range it started under until its transaction
+    ends, and configure() waits for it (before, a 150,000-row INSERT went on with node 7 for
+    6 s after configure(200, 207, 0, 7) had committed): when configure() returns, the INSERT
+    has committed, all its IDs from the old range, and the session's next call takes a node of
+    the new one. A transaction left open after a call makes configure() fail once its
+    lock_timeout passes, 55P03 naming the blocker's pid."""
+    cluster, secret_hex = edition
+    install(cluster, "moving", secret_hex, (0, 7))
+    with cluster.connect("moving", "writer") as writer, cluster.connect("moving", OWNER) as owner:
+        owner.execute("CREATE TABLE bulk (id bigint PRIMARY KEY DEFAULT randflake_next(), n int)")
+        owner.execute("GRANT INSERT ON bulk TO writer")
+        pid = writer.info.backend_pid
+        failures: list[Exception] = []
+
+        def insert() -> None:
+            try:
+                writer.execute("INSERT INTO bulk (n) SELECT g FROM generate_series(1, 5000) g")
+            except Exception as error:  # reported below, in the test's thread
+                failures.append(error)
+
+        thread = threading.Thread(target=insert)
+        thread.start()
+        try:
+            wait_for(lambda: owner.execute(
+                """SELECT true FROM pg_locks WHERE pid = %s AND granted AND relation = 'randflake.secret'::regclass""",
+                (pid,)).fetchone(), 30, "the INSERT to make its first ID")
+            owner.execute("SELECT randflake.configure(200, 207)")
+            assert owner.execute("SELECT count(*) FROM bulk").fetchone() == (5000,)
+        finally:
+            thread.join()
+        assert not failures
+        ids = [id_ for (id_,) in owner.execute("SELECT id FROM bulk")]
+        assert len(nodes_of(owner, ids)) == 1 and nodes_of(owner, ids) <= set(range(8))
+        assert nodes_of(owner, generate_in(writer, 10)) <= set(range(200, 208))
+
+        writer.execute("BEGIN")
+        generate_in(writer, 1)
+        owner.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable, match=rf"pid {pid} \(writer\)") as refused:
+            owner.execute("SELECT randflake.configure(300, 307)")
+        assert "end the idle ones" in refused.value.diag.message_hint
+        writer.execute("COMMIT")
+        owner.execute("SELECT randflake.configure(300, 307)")
+        assert nodes_of(owner, generate_in(writer, 10)) <= set(range(300, 308))
+
+
+def test_a_claim_rolled_back_leaves_the_session_one_node(edition):
+    """The hint naming a session's node is undone when the transaction that claimed it rolls
+    back, its session-level lock is not: the next claim takes the node the session already holds
+    (before, it took another, and one idle session held two)."""
+    cluster, secret_hex = edition
+    install(cluster, "rollback_claims", secret_hex, (400, 401))
+    with cluster.connect("rollback_claims", "writer") as conn, cluster.connect("rollback_claims", OWNER) as owner, \
+            cluster.connect("rollback_claims") as blocker:
+        pid = conn.info.backend_pid
+        first_try = 400 + pid % 2
+        blocker.execute("SELECT pg_advisory_lock(1380339787, %s)", (first_try,))
+        conn.execute("BEGIN")
+        claimed = nodes_of(owner, generate_in(conn, 5))
+        conn.execute("ROLLBACK")
+        assert claimed == {401 if first_try == 400 else 400}
+        blocker.execute("SELECT pg_advisory_unlock(1380339787, %s)", (first_try,))
+        assert nodes_of(owner, generate_in(conn, 5)) == claimed
+        held = owner.execute("""SELECT array_agg(objid::int) FROM pg_locks WHERE pid = %s AND locktype = 'advisory'
+                                   AND classid = 1380339787 AND objsubid = 2""", (pid,)).fetchone()[0]
+        assert held == list(claimed)
+
+
+def test_the_last_seconds_comment_says_its_time(edition):
+    """randflake.last_second()'s comment names the time it is (it once said 23:23:43)."""
+    cluster, _ = edition
+    with cluster.connect(DATABASE, OWNER) as conn:
+        rendered, comment = conn.execute(
+            """SELECT to_char(to_timestamp(randflake.last_second()) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                      obj_description('randflake.last_second()'::regprocedure, 'pg_proc')""").fetchone()
+    assert rendered == "2058-11-05 17:10:23"
+    assert f"{rendered} UTC" in comment
+
+
+def test_an_owners_default_privileges_for_pg_monitor_do_not_reach_the_secret(edition):
+    """An owner whose default privileges grant SELECT on tables (and the like) to pg_monitor
+    before the install: the script takes them back, pg_monitor's included (before, it spared
+    pg_monitor, and its members read randflake.secret), and grants pg_monitor only the lease
+    table and randflake_status()."""
+    cluster, secret_hex = edition
+    with cluster.connect() as conn:
+        conn.execute(f"CREATE DATABASE monitored OWNER {OWNER}")
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'watcher'").fetchone():
+            conn.execute("CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
+    with cluster.connect("monitored", OWNER) as conn:
+        conn.execute("ALTER DEFAULT PRIVILEGES GRANT SELECT, UPDATE ON TABLES TO pg_monitor")
+        conn.execute("ALTER DEFAULT PRIVILEGES GRANT SELECT, UPDATE ON SEQUENCES TO pg_monitor")
+        conn.execute("ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON ROUTINES TO pg_monitor")
+    psql(cluster, "monitored", OWNER, "-1", "-o", "/dev/null", "-f", str(SCRIPT))
+    with cluster.connect("monitored", OWNER) as conn:
+        load_secret(conn, secret_hex)
+        conn.execute("SELECT randflake.configure(0, 3)")
+    with cluster.connect("monitored", "watcher") as conn:
+        for statement in ("SELECT * FROM randflake.secret", "SELECT * FROM randflake.settings",
+                          "SELECT randflake.subkeys()", "SELECT randflake_decode(1)",
+                          "SELECT setval('randflake.node_0', 1)", "SELECT nextval('randflake.high_water')"):
+            with pytest.raises(InsufficientPrivilege):
+                conn.execute(statement)
+        assert conn.execute("SELECT count(*) FROM randflake.node_leases").fetchone() == (0,)
+        assert conn.execute("SELECT state FROM randflake_status()").fetchone() == ("active",)
+
+
+def test_a_lease_role_cannot_hold_the_lease_table_open(edition):
+    """The writes behind the lease procedures run only inside them: a granted role's own
+    SELECT of randflake.lease_acquire() in an open transaction is refused (25000; before, it held
+    every other role's acquire and extend until their statement_timeout). A procedure of its
+    own that commits first and then holds its transaction open makes the others wait no longer
+    than their lock_timeout (5 s if none), and their error names it (55P03)."""
+    cluster, _ = edition
+    with cluster.connect(DATABASE, OWNER) as conn:
+        conn.execute("SELECT randflake.grant_application_leases('svc')")
+        conn.execute("SELECT randflake.grant_application_leases('writer')")
+    with cluster.connect(DATABASE, "writer") as evil, cluster.connect(DATABASE, "svc") as svc, \
+            cluster.connect(DATABASE) as superuser:
+        for statement in ("SELECT * FROM randflake.lease_acquire('evil', 1)",
+                          "SELECT * FROM randflake.lease_extend('evil', 100, 1)",
+                          "SELECT * FROM randflake.lease_release('evil', 100)"):
+            evil.execute("BEGIN")
+            with pytest.raises(psycopg.errors.InvalidTransactionState, match=r"runs only inside CALL randflake_lease_"):
+                evil.execute(statement)
+            evil.execute("ROLLBACK")
+        evil.execute("""CREATE PROCEDURE public.hold_the_leases() LANGUAGE plpgsql AS $$
+                        BEGIN COMMIT; PERFORM randflake.lease_acquire('evil', 1); PERFORM pg_advisory_lock(4242); END
+                        $$""")
+        superuser.execute("SELECT pg_advisory_lock(4242)")
+        pid = evil.info.backend_pid
+        holding = threading.Thread(target=evil.execute, args=("CALL public.hold_the_leases()",))
+        holding.start()
+        try:
+            waiting = "SELECT true FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND NOT granted"
+            wait_for(lambda: superuser.execute(waiting, (pid,)).fetchone(), 30,
+                     "the procedure to hold its lease transaction open")
+            svc.execute("SET lock_timeout = '300ms'")
+            with pytest.raises(psycopg.errors.LockNotAvailable, match=rf"pid {pid} \(writer\)") as waited:
+                svc.execute(ACQUIRE, ("api@host:9", 30))
+            assert "Try the call again" in waited.value.diag.message_hint
+        finally:
+            superuser.execute("SELECT pg_advisory_unlock(4242)")
+            holding.join()
+        node = svc.execute(ACQUIRE, ("api@host:9", 30)).fetchone()[0]
+        assert svc.execute(RELEASE, ("api@host:9", node)).fetchone() == (True,)
+        evil.execute("DROP PROCEDURE public.hold_the_leases()")
+
+
+def test_installed_as_an_extension_its_state_is_dumped(edition):
+    """Installed by CREATE EXTENSION from a control file, as pg_tle installs it (the script run as
+    the database's owner): pg_dump carries the settings, the leases, the high water and the node
+    records (the first three are the extension's configuration, pg_extension_config_dump; before,
+    a dump lost them) but not the secret. Restored into a new database, with the secret loaded
+    again and the range put back in force, the leased node is not leased again and IDs go on
+    unique."""
+    cluster, secret_hex = edition
+    name = f"randflake_sql_dumped_{os.getpid()}"
+    extension_dir = pathlib.Path(pg_config("--sharedir")) / "extension"
+    control, script = extension_dir / f"{name}.control", extension_dir / f"{name}--0.6.0.sql"
+    control.write_text("default_version = '0.6.0'\nrelocatable = false\nsuperuser = false\n")
+    script.write_text(SCRIPT.read_text())
+    dump = cluster.dir.parent / f"{cluster.dir.name}-extension.dump"
+    bindir = pg_config("--bindir")
+    connection = ["-h", str(cluster.dir), "-p", str(cluster.port), "-U", OWNER]
+    state = """SELECT (SELECT row(s.*)::text FROM randflake.settings s),
+                      (SELECT array_agg(row(l.first_node, l.holder, l.lease_start, l.lease_end)::text
+                                        ORDER BY l.first_node)
+                         FROM randflake.node_leases l),
+                      pg_sequence_last_value('randflake.high_water'),
+                      (SELECT array_agg(pg_sequence_last_value(randflake.node_record(n)) ORDER BY n)
+                         FROM generate_series(500, 503) n)"""
+    try:
+        with cluster.connect() as conn:
+            conn.execute(f"CREATE DATABASE extended OWNER {OWNER}")
+            conn.execute(f"CREATE DATABASE extended_copy OWNER {OWNER}")
+        with cluster.connect("extended", OWNER) as conn:
+            conn.execute(f"CREATE EXTENSION {name}")
+            load_secret(conn, secret_hex)
+            conn.execute("SELECT randflake.configure(500, 503, 600, 603)")
+            conn.execute("SELECT randflake.grant_application_leases('svc')")
+            conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT randflake_next(), note text)")
+            conn.execute("INSERT INTO orders (note) SELECT 'before' FROM generate_series(1, 500)")
+        with cluster.connect("extended", "svc") as conn:
+            leased = conn.execute(ACQUIRE, ("api@host:1", 600)).fetchone()[0]
+        with cluster.connect("extended", OWNER) as conn:
+            before = conn.execute(state).fetchone()
+            assert before[0] and before[1] and before[2] and any(before[3])
+        subprocess.run([f"{bindir}/pg_dump", *connection, "-Fc", "-f", str(dump), "extended"], check=True)
+        listing = subprocess.run([f"{bindir}/pg_restore", "-l", str(dump)], check=True, capture_output=True,
+                                 text=True).stdout
+        assert "TABLE DATA randflake settings" in listing and "TABLE DATA randflake secret" not in listing
+        subprocess.run([f"{bindir}/pg_restore", *connection, "-d", "extended_copy", "--exit-on-error", str(dump)],
+                       check=True)
+        with cluster.connect("extended_copy", OWNER) as conn:
+            assert conn.execute(state).fetchone() == before
+            with pytest.raises(ObjectNotInPrerequisiteState, match="no Randflake secret is loaded"):
+                conn.execute("SELECT randflake_next()")
+            load_secret(conn, secret_hex)
+            with pytest.raises(ObjectNotInPrerequisiteState, match=r"randflake.settings holds 500\.\.503"):
+                conn.execute("SELECT randflake_next()")
+            conn.execute("SELECT randflake.configure(500, 503, 600, 603)")
+            conn.execute("INSERT INTO orders (note) SELECT 'after' FROM generate_series(1, 500)")
+            assert conn.execute("SELECT count(*), count(DISTINCT id) FROM orders").fetchone() == (1000, 1000)
+        with cluster.connect("extended_copy", "svc") as conn:
+            assert conn.execute(ACQUIRE, ("api@host:2", 600)).fetchone()[0] != leased
+    finally:
+        control.unlink()
+        script.unlink()
+        dump.unlink(missing_ok=True)
+
+
+def test_what_the_predefined_roles_can_do(edition):
+    """What docs/managed-postgresql.md says of the predefined roles: pg_monitor sees the lease
+    table and the status, not the secret, the settings or the records; pg_read_all_data and
+    pg_write_all_data pass by privileges (which is why they must not be granted on a server with
+    the edition): the first reads the secret, the second rewinds a node's record."""
+    cluster, secret_hex = edition
+    install(cluster, "predefined", secret_hex, (700, 700))
+    with cluster.connect() as conn:
+        for role, member_of in (("monitor_member", "pg_monitor"), ("reader_member", "pg_read_all_data"),
+                                ("writer_member", "pg_write_all_data")):
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE {member_of}")
+    with cluster.connect("predefined", "writer") as conn:
+        generate_in(conn, 10)
+    with cluster.connect("predefined", "monitor_member") as conn:
+        for statement in ("SELECT * FROM randflake.secret", "SELECT * FROM randflake.settings",
+                          "SELECT last_value FROM randflake.node_700"):
+            with pytest.raises(InsufficientPrivilege):
+                conn.execute(statement)
+        assert conn.execute("SELECT count(*) FROM randflake.node_leases").fetchone() == (0,)
+        wait_for(lambda: conn.execute("SELECT nodes_in_use FROM randflake_status()").fetchone() == (0,), 10,
+                 "the closed session's node to be free")
+    with cluster.connect("predefined", "reader_member") as conn:
+        assert conn.execute("SELECT secret_hex FROM randflake.secret").fetchone() == (secret_hex,)
+    with cluster.connect("predefined", "writer_member") as conn:
+        conn.execute("SELECT setval('randflake.node_700', 0)")
+
+
+def test_the_documented_python_snippet_loads_the_secret(edition):
+    """docs/managed-postgresql.md's Python way of loading the secret, run as written on a
+    connection in psycopg's default (non-autocommit) mode: once the connection is closed the
+    secret stays loaded (before, the snippet never committed, and closing rolled it back)."""
+    cluster, secret_hex = edition
+    docs = (ROOT / "docs" / "managed-postgresql.md").read_text()
+    snippet = next(block for block in docs.split("```python\n")[1:] if "COPY randflake.secret" in block)
+    snippet = snippet.split("```")[0]
+    install(cluster, "snippet", None, (800, 801))
+    with psycopg.connect(host=str(cluster.dir), port=cluster.port, user=OWNER, dbname="snippet") as conn:
+        exec(snippet, {"conn": conn, "secret_hex": secret_hex})
+        conn.rollback()  # what closing a connection does to a transaction left open
+    with cluster.connect("snippet", OWNER) as conn:
+        assert conn.execute("SELECT count(*) FROM randflake.secret WHERE subkeys IS NOT NULL").fetchone() == (1,)
+
+
+def test_a_connect_only_role_cannot_freeze_the_high_water(make_cluster, fake_clock_preload):
+    """A role with nothing but CONNECT holds the advisory lock under which the high-water second
+    was once moved (before, the high water then froze, and a new session took a clock stepped
+    back): the high water still moves, and a new session refuses a clock behind it."""
+    cluster = make_cluster(*MANAGED)
+    clock = FakeClock(cluster, fake_clock_preload)
+    start_under_fake_clock(cluster, clock)
+    edition_cluster(cluster)
+    with cluster.connect() as conn:
+        conn.execute("CREATE ROLE bystander LOGIN")
+    with cluster.connect(DATABASE, "bystander") as bystander, cluster.connect(DATABASE, "writer") as writer, \
+            cluster.connect(DATABASE, OWNER) as owner:
+        assert bystander.execute("SELECT pg_try_advisory_lock(1380339787, -1)").fetchone() == (True,)
+
+        def high_water() -> int:
+            return owner.execute("SELECT pg_sequence_last_value('randflake.high_water')").fetchone()[0] or 0
+
+        made = generate_in(writer, 10)
+        before = high_water()
+        clock.set(5)
+        made += generate_in(writer, 10)
+        assert high_water() >= before + 5
+        clock.set(-30)
+        with cluster.connect(DATABASE, "writer") as fresh:
+            with pytest.raises(ObjectNotInPrerequisiteState, match="which this database has already used"):
+                fresh.execute("SELECT randflake_next()")
+        clock.set(5)
+        made += generate_in(writer, 10)
+    assert len(set(made)) == len(made)
