@@ -26,8 +26,8 @@ import time
 import psycopg
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from conftest import Cluster  # noqa: E402
-from fake_clock import FakeClock, build_preload, start_under_fake_clock  # noqa: E402
+from lib.cluster import Cluster  # noqa: E402
+from lib.fake_clock import FakeClock, build_preload, start_under_fake_clock  # noqa: E402
 
 BATCH = 50
 CLOCK_STEP = 5

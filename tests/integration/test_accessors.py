@@ -9,7 +9,7 @@ import random
 
 from randflake.v2 import Config, Generator, Lease
 
-from conftest import ROOT, wait_for, write_server_file
+from lib.cluster import ROOT, wait_for, write_server_file
 
 VECTORS = json.loads((ROOT / "randflake" / "tests" / "data" / "reference_vectors.json").read_text())["randflake"]
 

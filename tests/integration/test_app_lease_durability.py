@@ -23,8 +23,8 @@ import threading
 
 import psycopg
 
-from conftest import Cluster, wait_for
-from test_replica import make_standby
+from lib.cluster import Cluster, wait_for
+from lib.replicas import make_standby
 
 STANDBY_NAME = "randflake_standby"
 NODE = 1000

@@ -174,8 +174,8 @@ if __name__ == "__main__":
 # --- the test ---------------------------------------------------------------------------------
 
 # The generator processes need none of the test's imports.
-from conftest import Cluster, needs_postgres_fdw  # noqa: E402
-from test_fleet import join_fleet, lease_of, member_settings  # noqa: E402
+from lib.cluster import Cluster, needs_postgres_fdw  # noqa: E402
+from lib.fleet import join_fleet, lease_of, member_settings  # noqa: E402
 
 
 @dataclasses.dataclass

@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from randflake.v2 import Lease
 
-from conftest import Cluster, server_major, wait_for
+from lib.cluster import Cluster, server_major, wait_for
 
 POOL = (1000, 1007)
 POOL_SIZE = POOL[1] - POOL[0] + 1

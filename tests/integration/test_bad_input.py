@@ -13,7 +13,7 @@ import dataclasses
 import psycopg
 import pytest
 
-from conftest import wait_for, write_server_file
+from lib.cluster import wait_for, write_server_file
 
 VALID = "00112233445566778899aabbccddeeff"
 
@@ -184,7 +184,7 @@ POSTGRES_OWN = (
 
 @pytest.fixture(scope="module")
 def server(request):
-    from conftest import Cluster
+    from lib.cluster import Cluster
 
     cluster = Cluster("bad-input-matrix", ("randflake.node_id_min = 10", "randflake.node_id_max = 1000"))
     keys = {

@@ -33,7 +33,7 @@ import sqlalchemy
 from sqlalchemy import BigInteger, DateTime, Text, event, func, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from conftest import ROOT, Cluster
+from lib.cluster import ROOT, Cluster
 
 sys.path.insert(0, str(ROOT / "examples" / "python"))
 

@@ -29,8 +29,8 @@ import time
 import psycopg
 import pytest
 
-from conftest import Cluster, decoded_ids, sql_error, status, wait_for
-from fake_clock import FakeClock, start_under_fake_clock
+from lib.cluster import Cluster, decoded_ids, sql_error, status, wait_for
+from lib.fake_clock import FakeClock, start_under_fake_clock
 
 BEHIND = re.compile(r"the system clock is (\d+) s behind second (\d+), which this server has already used for IDs")
 BEFORE_LEASE = re.compile(

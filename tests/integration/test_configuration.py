@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, sql_error, write_server_file
+from lib.cluster import ROOT, sql_error, write_server_file
 
 OTHER_SECRET = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"
 

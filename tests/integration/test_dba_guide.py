@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import shutil
 
-from conftest import Cluster, needs_postgres_fdw, status, wait_for, write_server_file
-from dba_guide import append_config, block, run_shell, run_sql, start_daemon
-from formation import SMALL_SERVER, Formation, needs_pg_auto_failover
+from lib.cluster import Cluster, needs_postgres_fdw, status, wait_for, write_server_file
+from lib.dba_guide import append_config, block, run_shell, run_sql, start_daemon
+from lib.formation import SMALL_SERVER, Formation, needs_pg_auto_failover
 
 INSTALLING = "installing.md"
 FLEETS = "fleets-and-replicas.md"

@@ -32,9 +32,9 @@ import time
 
 import psycopg
 
-from conftest import Cluster, needs_postgres_fdw, sql_error, status, wait_for, wait_ticks
-from test_fleet import ids_with_parts, join_fleet, member_settings
-from test_replica import make_standby, promote
+from lib.cluster import Cluster, needs_postgres_fdw, sql_error, status, wait_for, wait_ticks
+from lib.fleet import ids_with_parts, join_fleet, member_settings
+from lib.replicas import make_standby, promote
 
 STANDBY_NAME = "randflake_standby"
 # Lease writes wait for this standby. A short lease keeps the keeper's deadline (a sixth of it)

@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, decoded_ids
+from lib.cluster import ROOT, decoded_ids
 
 PYTHON_EXAMPLES = ROOT / "examples" / "python"
 EXAMPLES = ["python", "rust"]

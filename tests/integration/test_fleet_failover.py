@@ -1,5 +1,5 @@
 """Fleet mode with a highly available coordinator: the lease table lives on a pg_auto_failover
-formation (tests/integration/formation.py: a monitor and two data nodes with synchronous
+formation (tests/integration/lib/formation.py: a monitor and two data nodes with synchronous
 replication), and members reach whichever data node is primary through a postgres_fdw server
 naming both, with `target_session_attrs 'read-write'`.
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from conftest import Cluster, needs_postgres_fdw, port_is_free
-from formation import Formation, Node, free_port, needs_pg_auto_failover
+from lib.cluster import Cluster, needs_postgres_fdw, port_is_free
+from lib.formation import Formation, Node, free_port, needs_pg_auto_failover
 
 pytestmark = [needs_postgres_fdw, needs_pg_auto_failover]
 
@@ -56,7 +56,7 @@ APP_POOL = (5000, 5005)
 APP_LEASE_SECONDS = 3
 
 
-def member_settings(lease_seconds: int, blocks: int, first_node: int = 0) -> tuple[str, ...]:
+def formation_member_settings(lease_seconds: int, blocks: int, first_node: int = 0) -> tuple[str, ...]:
     """A member's settings; its pool is `blocks` blocks from `first_node` on. The tests share the
     formation's lease table, and a test's members must not wait for blocks that the previous
     test's members still hold: each test has a pool of its own."""
@@ -190,7 +190,7 @@ def overlapping_app_windows(leasers: list[AppLeaser]) -> list[tuple]:
 
 def start_cluster(cluster: Cluster) -> None:
     """Starts `cluster`, first moving it to another port if an outgoing connection on this
-    machine holds its own (see conftest.port_is_free)."""
+    machine holds its own (see lib.cluster.port_is_free)."""
     if not port_is_free(cluster.port):
         cluster.port = free_port()
         cluster.configure(f"port = {cluster.port}")
@@ -250,7 +250,7 @@ class Member:
                 re.findall(r"leased nodes (\d+)\.\.(\d+) for seconds (\d+)\.\.(\d+)", self.cluster.log())]
 
 
-def join_fleet(member: Cluster, formation: Formation) -> None:
+def join_formation(member: Cluster, formation: Formation) -> None:
     """A DBA's set-up on a member, with the formation's data nodes in one foreign server."""
     with member.connect() as conn:
         conn.execute("CREATE EXTENSION postgres_fdw")
@@ -272,11 +272,11 @@ def start_members(make_cluster, formation: Formation, count: int, lease_seconds:
                   first_node: int) -> list[Member]:
     members = []
     for index in range(count):
-        cluster = make_cluster(*member_settings(lease_seconds, blocks, first_node))
+        cluster = make_cluster(*formation_member_settings(lease_seconds, blocks, first_node))
         # One secret for the whole fleet: the formation's.
         (cluster.dir / "randflake.key").write_text(formation.secret_file.read_text())
         start_cluster(cluster)
-        join_fleet(cluster, formation)
+        join_formation(cluster, formation)
         members.append(Member(cluster, f"member{index}"))
     for member in members:
         took = member.first_id()

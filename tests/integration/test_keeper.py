@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import psycopg
 
-from conftest import Cluster, needs_postgres_fdw, status, wait_for, wait_ticks
-from test_fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings
+from lib.cluster import Cluster, needs_postgres_fdw, status, wait_for, wait_ticks
+from lib.fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings
+from lib.inserts import Inserter, assert_unique, made_table
 
 LEASE_COLUMNS = """first_node int, last_node int, holder text, server_name text, lease_start bigint,
                    lease_end bigint, used_through bigint, renewed_at timestamptz"""
@@ -35,62 +35,6 @@ def plant_escalation_trigger(conn: psycopg.Connection, table: str) -> None:
 
 def is_superuser(conn: psycopg.Connection, role: str) -> bool:
     return conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)).fetchone()[0]
-
-
-class Inserter:
-    """Sessions inserting rows keyed by randflake_next() until stopped, counting refusals."""
-
-    def __init__(self, cluster: Cluster, sessions: int = 2, dbname: str = "postgres"):
-        self.cluster, self.dbname = cluster, dbname
-        self.stop_event = threading.Event()
-        self.refusals: list[str] = []
-        self.failures: list[str] = []
-        self.inserted = 0
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.run) for _ in range(sessions)]
-
-    def __enter__(self) -> Inserter:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop_event.set()
-        for thread in self.threads:
-            thread.join()
-
-    def run(self) -> None:
-        try:
-            conn = self.cluster.connect(self.dbname)
-        except psycopg.Error as error:
-            self.failures.append(str(error))
-            return
-        with conn:
-            while not self.stop_event.is_set():
-                try:
-                    conn.execute("INSERT INTO made SELECT FROM generate_series(1, 200)")
-                    with self.lock:
-                        self.inserted += 200
-                except psycopg.Error as error:
-                    # Refusing to issue is the right answer while no lease can be renewed.
-                    (self.refusals if error.sqlstate == "55000" else self.failures).append(str(error))
-                    time.sleep(0.1)
-
-    def count(self) -> int:
-        with self.lock:
-            return self.inserted
-
-
-def made_table(cluster: Cluster, dbname: str = "postgres") -> None:
-    with cluster.connect(dbname) as conn:
-        conn.execute("CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next())")
-
-
-def assert_unique(cluster: Cluster, dbname: str = "postgres") -> int:
-    with cluster.connect(dbname) as conn:
-        rows, distinct = conn.execute("SELECT count(*), count(DISTINCT id) FROM made").fetchone()
-    assert rows == distinct
-    return rows
 
 
 # --- 1. A lease table an ordinary role could have made is never used -------------------------

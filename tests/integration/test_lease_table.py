@@ -13,9 +13,9 @@ import time
 import psycopg
 import pytest
 
-from conftest import Cluster, needs_postgres_fdw, status, wait_for
-from test_fleet import BLOCK, POOL, insert_for, join_fleet, lease_of, member_settings
-from test_keeper import Inserter, assert_unique, made_table
+from lib.cluster import Cluster, needs_postgres_fdw, status, wait_for
+from lib.fleet import BLOCK, POOL, insert_for, join_fleet, lease_of, member_settings
+from lib.inserts import Inserter, assert_unique, made_table
 
 LEASES = "SELECT * FROM randflake.node_leases ORDER BY first_node, lease_start"
 # What a writer of the table tries: a new lease of unused nodes, moving the live one, ending

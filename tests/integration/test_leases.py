@@ -7,7 +7,7 @@ import time
 
 import psycopg
 
-from conftest import sql_error, wait_for, wait_ticks
+from lib.cluster import sql_error, wait_for, wait_ticks
 
 
 

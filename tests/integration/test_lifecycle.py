@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import pg_config, sql_error, status, wait_for
-from extension_catalog import extension_objects
+from lib.cluster import pg_config, sql_error, status, wait_for
+from lib.extension_catalog import extension_objects
 
 
 def pg_tool(cluster, tool: str, *args: str) -> None:

@@ -20,11 +20,10 @@ from __future__ import annotations
 import time
 
 import psycopg
-import pytest
 from randflake.v2 import Config, Generator, Lease
 
-from conftest import Cluster, decoded_ids, sql_error, status, wait_for
-from fake_clock import FakeClock, start_under_fake_clock
+from lib.cluster import Cluster, decoded_ids, sql_error, status, wait_for
+from lib.fake_clock import FakeClock, start_under_fake_clock
 
 OLD_ROWS = 1000
 NEW_ROWS = 200

@@ -24,10 +24,9 @@ import subprocess
 import urllib.request
 
 import psycopg
-import pytest
 
-from conftest import ROOT, Cluster, _ports, sql_error, wait_for
-from fake_clock import FakeClock, start_under_fake_clock
+from lib.cluster import ROOT, Cluster, ports, sql_error, wait_for
+from lib.fake_clock import FakeClock, start_under_fake_clock
 
 QUERIES = ROOT / "monitoring" / "postgres_exporter" / "randflake.yaml"
 RULES = ROOT / "monitoring" / "prometheus" / "randflake-alerts.yml"
@@ -61,7 +60,7 @@ class Exporter:
 
     def __init__(self, cluster: Cluster, role: str, dbname: str):
         assert EXPORTER, "no prometheus-postgres-exporter; make deps unpacks it into target/tools"
-        self.port = next(_ports)
+        self.port = next(ports)
         # In the data directory, so that it goes with the cluster.
         self.log = cluster.dir / "exporter.log"
         environment = dict(

@@ -17,8 +17,8 @@ import time
 import psycopg
 import pytest
 
-from conftest import server_major, write_server_file
-from two_masters import LOAD_SECONDS, RANGES, TABLE, check_converged, conninfo, insert_under_load
+from lib.cluster import server_major, write_server_file
+from lib.two_masters import LOAD_SECONDS, RANGES, TABLE, check_converged, conninfo, insert_under_load
 
 pytestmark = pytest.mark.skipif(server_major() < 16, reason="CREATE SUBSCRIPTION ... WITH (origin = none) needs PostgreSQL 16")
 

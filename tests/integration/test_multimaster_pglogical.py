@@ -22,8 +22,8 @@ import time
 import psycopg
 import pytest
 
-from conftest import pg_config, wait_for, write_server_file
-from two_masters import LOAD_SECONDS, RANGES, TABLE, check_converged, conninfo, insert_under_load
+from lib.cluster import pg_config, wait_for, write_server_file
+from lib.two_masters import LOAD_SECONDS, RANGES, TABLE, check_converged, conninfo, insert_under_load
 
 pytestmark = pytest.mark.skipif(
     not (pathlib.Path(pg_config("--sharedir")) / "extension" / "pglogical.control").exists(),

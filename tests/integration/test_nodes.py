@@ -11,7 +11,7 @@ import time
 import psycopg
 import pytest
 
-from conftest import sql_error, wait_for
+from lib.cluster import sql_error, wait_for
 
 
 def decoded(conn: psycopg.Connection, sql: str) -> list[tuple]:

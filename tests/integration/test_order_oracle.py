@@ -44,7 +44,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.numeric import Int2, Int4, Int8
 
-from conftest import wait_for
+from lib.cluster import wait_for
 
 EPOCH = 1730000000
 ROLES = ("nobody", "reader")

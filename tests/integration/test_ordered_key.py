@@ -18,8 +18,8 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.numeric import Int2, Int4, Int8
 
-from conftest import pg_config, sql_error, wait_for, write_server_file
-from dba_guide import block, run_sql
+from lib.cluster import pg_config, sql_error, wait_for, write_server_file
+from lib.dba_guide import block, run_sql
 
 KEYED = "CREATE TABLE {name} (id randflake_key PRIMARY KEY DEFAULT randflake_next_key(), note text)"
 

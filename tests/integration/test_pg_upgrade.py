@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from conftest import Cluster, as_owner, decoded_ids, pg_config, server_major, status, wait_for, write_server_file
+from lib.cluster import Cluster, as_owner, decoded_ids, pg_config, server_major, status, wait_for, write_server_file
 
 OLD_PG_CONFIG = os.environ.get("RANDFLAKE_UPGRADE_FROM")
 pytestmark = pytest.mark.skipif(not OLD_PG_CONFIG, reason="RANDFLAKE_UPGRADE_FROM names no older PostgreSQL")

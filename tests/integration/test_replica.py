@@ -15,41 +15,16 @@ Proven here, on real servers and real streaming replication:
 from __future__ import annotations
 
 import struct
-import subprocess
 import threading
 import time
 
 import psycopg
 import pytest
 
-from conftest import SCRIPT, Cluster, as_owner, decoded_ids, pg_config, sql_error, status, wait_for, write_server_file
+from lib.cluster import Cluster, decoded_ids, sql_error, status, wait_for
+from lib.replicas import make_standby, promote
 
 TABLE = "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT randflake_next(), origin text NOT NULL)"
-
-
-def make_standby(make_cluster, primary: Cluster, *settings: str) -> Cluster:
-    """A streaming standby of `primary`: pg_basebackup -R into a fresh directory, with its own
-    port and socket; later `settings` lines override the primary's postgresql.conf it copied.
-    The copy includes the primary's randflake.key, so both servers share the secret."""
-    standby = make_cluster()  # for its port, its directory and its clean-up; the contents go
-    subprocess.run([SCRIPT, "destroy", standby.dir], check=True)
-    bindir = pg_config("--bindir")
-    subprocess.run(
-        as_owner(
-            [
-                f"{bindir}/pg_basebackup",
-                "-D", str(standby.dir),
-                "-h", str(primary.dir),
-                "-p", str(primary.port),
-                "-U", "postgres",
-                "-R", "-X", "stream", "-c", "fast", "--no-sync",
-            ]
-        ),
-        check=True,
-    )
-    write_server_file(standby.dir / "server.log", "")  # the primary's log came along
-    standby.configure(f"port = {standby.port}", f"unix_socket_directories = '{standby.dir}'", *settings)
-    return standby
 
 
 class Inserter(threading.Thread):
@@ -138,13 +113,6 @@ def assert_standby_issues_nothing(standby: Cluster) -> None:
         on_standby = status(conn)
         assert on_standby["state"] == "standby"
         assert on_standby["keeper_pid"] is None, "a lease keeper runs on a standby"
-
-
-def promote(standby: Cluster) -> float:
-    """Promotes the standby and waits until it is out of recovery; returns the wall time."""
-    with standby.connect() as conn:
-        assert conn.execute("SELECT pg_promote(wait => true, wait_seconds => 60)").fetchone() == (True,)
-    return time.time()
 
 
 def first_id_after_promotion(promoted: Cluster, limit: float) -> tuple[int, float]:

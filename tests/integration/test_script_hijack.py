@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from conftest import Cluster, pg_config
-from test_upgrade import RELEASES, release_scripts  # noqa: F401 (the fixture puts the releases' scripts in place)
+from lib.cluster import Cluster, pg_config
+from lib.releases import RELEASES, release_scripts  # noqa: F401 (the fixture puts the releases' scripts in place)
 
 # The argument types an attacker substitutes where pg_catalog takes "any", a polymorphic type or
 # a type the caller's value must be cast to. Only concrete types: PL/pgSQL and SQL functions

@@ -11,7 +11,7 @@ import subprocess
 import psycopg
 import pytest
 
-from conftest import wait_for
+from lib.cluster import wait_for
 
 SECRET = "c3a5e1d2b4f60718293a4b5c6d7e8f90"
 # Sixteen or more hex digits with at least one letter: a piece of a key, not a decimal ID.

@@ -18,8 +18,8 @@ from psycopg.errors import ConfigurationLimitExceeded, InsufficientPrivilege, Ob
 from randflake.sparx64 import Sparx64
 from randflake.v2 import Config, Generator, Lease, decode_string, encode_string
 
-from conftest import ROOT, Cluster, _ports, as_owner, pg_config, wait_for, write_server_file
-from fake_clock import FakeClock, start_under_fake_clock
+from lib.cluster import ROOT, Cluster, ports, as_owner, pg_config, wait_for, write_server_file
+from lib.fake_clock import FakeClock, start_under_fake_clock
 
 SCRIPT = ROOT / "sql-edition" / "randflake_sql--0.6.0.sql"
 VECTORS = json.loads((ROOT / "randflake" / "tests" / "data" / "reference_vectors.json").read_text())
@@ -462,7 +462,7 @@ def test_behind_pgbouncer_in_transaction_mode(edition):
     """Clients share four server connections; a node belongs to a server connection (its
     advisory lock is the backend's), so clients interleaving on them still get unique IDs."""
     cluster, _ = edition
-    port = next(_ports)
+    port = next(ports)
     process = pgbouncer(cluster, port)
     try:
         with cluster.connect(DATABASE, "writer") as conn:

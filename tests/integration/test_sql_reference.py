@@ -8,8 +8,8 @@ import os
 
 import psycopg
 
-from conftest import ROOT
-from extension_catalog import extension_objects
+from lib.cluster import ROOT
+from lib.extension_catalog import extension_objects
 
 REFERENCE = ROOT / "docs" / "sql-reference.md"
 CONTEXTS = {

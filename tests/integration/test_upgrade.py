@@ -3,35 +3,11 @@ same objects, comments and privileges as a fresh install, and its rows and IDs a
 
 from __future__ import annotations
 
-import os
-import pathlib
-import shutil
-import subprocess
-
 import pytest
 
-from conftest import ROOT, pg_config, sql_error, status, wait_for
-from extension_catalog import extension_objects
-
-# Every earlier release, whose install script as released is kept in tests/upgrade/.
-RELEASES = ["0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0"]
-# The release before leases: its keeper's database has no lease table.
-BEFORE_LEASES = "0.1.0"
-CURRENT = subprocess.run([ROOT / "tools" / "version.sh"], check=True, capture_output=True, text=True).stdout.strip()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def release_scripts():
-    """Puts the earlier releases' install scripts beside the installed extension, as a server
-    that ran those releases has them, so that CREATE EXTENSION ... VERSION can install them.
-    Each is renamed into place whole, and left there: test_script_hijack.py uses them too,
-    perhaps in another worker at the same time."""
-    for release in RELEASES:
-        script = ROOT / "tests" / "upgrade" / f"randflake_pg--{release}.sql"
-        target = pathlib.Path(pg_config("--sharedir")) / "extension" / script.name
-        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-        shutil.copyfile(script, partial)
-        partial.replace(target)
+from lib.cluster import sql_error, status, wait_for
+from lib.extension_catalog import extension_objects
+from lib.releases import BEFORE_LEASES, CURRENT, RELEASES, release_scripts  # noqa: F401 (an autouse fixture)
 
 
 def ids_and_parts(conn) -> list[tuple]:
@@ -96,7 +72,6 @@ def test_the_keepers_database_on_the_previous_release_waits_for_the_update(make_
             what="the keeper to lease once the lease table exists",
         )
         assert conn.execute("SELECT count(DISTINCT randflake_next()) FROM generate_series(1, 1000)").fetchone()[0] == 1000
-
 
 
 DECODERS = ["randflake_decode(bigint)", "randflake_timestamp(bigint)", "randflake_node_id(bigint)", "randflake_sequence(bigint)"]

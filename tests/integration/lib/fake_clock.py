@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from conftest import Cluster, as_owner, pg_config, write_server_file
+from lib.cluster import Cluster, as_owner, pg_config, write_server_file
 
 LIBFAKETIME = pathlib.Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SHIM_SOURCE = r"""

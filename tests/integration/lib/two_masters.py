@@ -11,7 +11,7 @@ from typing import Callable
 
 import psycopg
 
-from conftest import Cluster, wait_for
+from lib.cluster import Cluster, wait_for
 
 RANGES = {"a": (1000, 1999), "b": (2000, 2999)}
 TABLE = """CREATE TABLE orders (

@@ -32,7 +32,7 @@ import re
 import subprocess
 from typing import Mapping
 
-from conftest import ROOT, _owner_ids, pg_config
+from lib.cluster import ROOT, owner_ids, pg_config
 
 DOCS = ROOT / "docs"
 
@@ -158,7 +158,7 @@ def _user(block: Block) -> dict:
     """subprocess's arguments that run `block` as the server's user (the tests may run as root)."""
     if block.role != "postgres" or os.getuid() != 0:
         return {}
-    uid, gid = _owner_ids()
+    uid, gid = owner_ids()
     return {"user": uid, "group": gid, "extra_groups": []}
 
 

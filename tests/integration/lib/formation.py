@@ -12,9 +12,9 @@ group is what a crashed database machine looks like to the rest of the formation
 
 Run as a script, it measures what pg_auto_failover does on loopback:
 
-    target/venv/bin/python tests/integration/formation.py failover --runs 5 [--defaults]
-    target/venv/bin/python tests/integration/formation.py standby-down --runs 3 [--defaults]
-    target/venv/bin/python tests/integration/formation.py failover --monitor \
+    target/venv/bin/python tests/integration/lib/formation.py failover --runs 5 [--defaults]
+    target/venv/bin/python tests/integration/lib/formation.py standby-down --runs 3 [--defaults]
+    target/venv/bin/python tests/integration/lib/formation.py failover --monitor \
         pgautofailover.node_considered_unhealthy_timeout=10000 --keeper timeout.network_partition_timeout=10 ...
 
 `failover` kills the primary (pg_autoctl and postmaster) and times each step of the promotion;
@@ -40,7 +40,9 @@ from typing import Callable, Mapping, Sequence
 import psycopg
 import pytest
 
-from conftest import _DIR_PREFIX, _owner_ids, _ports, pg_config
+if not __package__:  # run as a program: the suites' directory, whose lib/ this is, goes on the path
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from lib.cluster import DIR_PREFIX, owner_ids, pg_config, ports  # noqa: E402
 
 PG_AUTOCTL = shutil.which("pg_autoctl") or "/usr/bin/pg_autoctl"
 
@@ -125,7 +127,7 @@ class Formation:
         monitor_settings: Mapping[str, str] | None = FAST_MONITOR,
         keeper_settings: Mapping[str, str] | None = FAST_KEEPER,
     ):
-        self.root = pathlib.Path(f"{_DIR_PREFIX}{name}")
+        self.root = pathlib.Path(f"{DIR_PREFIX}{name}")
         self.bindir = pathlib.Path(pg_config("--bindir"))
         self.node_settings = tuple(node_settings)
         self.monitor_settings = dict(monitor_settings or {})
@@ -162,7 +164,7 @@ class Formation:
     def _as_owner(self) -> dict:
         if os.getuid() != 0:
             return {}
-        uid, gid = _owner_ids()
+        uid, gid = owner_ids()
         return {"user": uid, "group": gid, "extra_groups": []}
 
     def autoctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -237,7 +239,7 @@ class Formation:
         self.root.mkdir(parents=True)
         for sub in ("config", "share", "run"):
             (self.root / sub).mkdir(mode=0o700)
-        owner = _owner_ids()
+        owner = owner_ids()
         for path in (self.root, self.root / "config", self.root / "share", self.root / "run"):
             os.chown(path, *owner)
         # One secret for the two data nodes, as for every server of a fleet.
@@ -455,8 +457,8 @@ class Formation:
 
 
 def free_port() -> int:
-    """The suites' next port that nothing holds now (conftest's ports pass over held ones)."""
-    return next(_ports)
+    """The suites' next port that nothing holds now (lib.cluster's ports pass over held ones)."""
+    return next(ports)
 
 
 def _kill_stale_group(pidfile: pathlib.Path) -> None:
