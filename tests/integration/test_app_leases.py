@@ -670,7 +670,8 @@ def test_a_slow_statement_after_an_acquire_does_not_hold_other_roles_acquisition
     with pool.connect(user="svc_1") as slow, pool.connect(user="svcx1") as other, pool.connect() as admin:
         error = refused(slow, "SELECT a.*, pg_sleep(20) FROM randflake_lease_acquire('slow', 60) a")
         assert error.sqlstate == "42809", error
-        sleeping = threading.Thread(target=lambda: _acquire_then_sleep(slow), daemon=True)
+        sleeping = threading.Thread(
+            target=_then_sleep, args=(slow, "CALL randflake_lease_acquire('slow', 60, NULL, NULL, NULL)"), daemon=True)
         sleeping.start()
         pid = slow.info.backend_pid
         asleep = "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s"
@@ -683,11 +684,12 @@ def test_a_slow_statement_after_an_acquire_does_not_hold_other_roles_acquisition
         sleeping.join(10)
 
 
-def _acquire_then_sleep(conn: psycopg.Connection) -> None:
-    """An acquire and a 20 s sleep in one pipeline, without a Sync between them."""
+def _then_sleep(conn: psycopg.Connection, statement: str) -> None:
+    """`statement` and a 20 s sleep in one pipeline, without a Sync between them, so that the
+    pipeline's transaction stays open until the test cancels the sleep."""
     with pytest.raises(psycopg.errors.QueryCanceled):
         with conn.pipeline() as pipeline:
-            conn.execute("CALL randflake_lease_acquire('slow', 60, NULL, NULL, NULL)")
+            conn.execute(statement)
             conn.execute("SELECT pg_sleep(20)")
             pipeline.sync()
 
@@ -1022,7 +1024,7 @@ def test_no_monitoring_role_can_name_the_lease_table_or_keep_its_lock(pool):
             with pytest.raises(psycopg.errors.UndefinedTable):
                 watcher.execute("PREPARE peek AS SELECT 1 FROM node_leases")
             assert _locks_on_the_lease_table(admin, pid) == []
-        pooled = threading.Thread(target=_pool_status_then_sleep, args=(watcher,), daemon=True)
+        pooled = threading.Thread(target=_then_sleep, args=(watcher, "SELECT * FROM randflake_app_leases()"), daemon=True)
         pooled.start()
         asleep = "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s"
         wait_for(lambda: admin.execute(asleep, (pid,)).fetchone()[0], 10, "the monitoring pipeline to sleep")
@@ -1030,14 +1032,6 @@ def test_no_monitoring_role_can_name_the_lease_table_or_keep_its_lock(pool):
         admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
         pooled.join(10)
 
-
-def _pool_status_then_sleep(conn: psycopg.Connection) -> None:
-    """randflake_app_leases() and a 20 s sleep in one pipeline, without a Sync between them."""
-    with pytest.raises(psycopg.errors.QueryCanceled):
-        with conn.pipeline() as pipeline:
-            conn.execute("SELECT * FROM randflake_app_leases()")
-            conn.execute("SELECT pg_sleep(20)")
-            pipeline.sync()
 
 
 # --- monitoring and configuration -----------------------------------------------------------
