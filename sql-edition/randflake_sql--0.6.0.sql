@@ -34,11 +34,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN 2803741823;
 COMMENT ON FUNCTION randflake.last_second() IS 'The last Unix second an ID can hold (30 bits of seconds from the epoch): 2058-11-05 17:10:23 UTC.';
 
-CREATE FUNCTION randflake.lock_space() RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN 1380339787;
-COMMENT ON FUNCTION randflake.lock_space() IS 'First key of the advisory locks by which sessions claim nodes (0x52464c4b, "RFLK"); the second key is the node.';
-REVOKE ALL ON FUNCTION randflake.epoch_second(), randflake.last_second(), randflake.lock_space() FROM PUBLIC;
+REVOKE ALL ON FUNCTION randflake.epoch_second(), randflake.last_second() FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------
 -- SPARX-64/128 (randflake/src/sparx.rs): four 16-bit words, 8 steps of 3 ARX rounds per branch.
@@ -270,8 +266,8 @@ CREATE UNIQUE INDEX settings_have_one_row ON randflake.settings ((true));
 REVOKE ALL ON TABLE randflake.settings FROM PUBLIC;
 COMMENT ON TABLE randflake.settings IS
 'This database''s node range and application pool: the edition''s postgresql.conf. Set only through randflake.configure(), which creates each node''s record and redefines randflake.node_id_min() and node_id_max(), the constants randflake_next() checks nodes against.';
-COMMENT ON COLUMN randflake.settings.node_id_min IS 'Lowest node this database''s sessions claim (randflake.node_id_min of the native extension).';
-COMMENT ON COLUMN randflake.settings.node_id_max IS 'Highest node this database''s sessions claim; at most 4096 nodes, more than max_connections.';
+COMMENT ON COLUMN randflake.settings.node_id_min IS 'Lowest node this database''s sessions use (randflake.node_id_min of the native extension).';
+COMMENT ON COLUMN randflake.settings.node_id_max IS 'Highest node this database''s sessions use; at most 4096 nodes.';
 COMMENT ON COLUMN randflake.settings.app_node_id_min IS 'Lowest node randflake_lease_acquire() leases to applications; NULL: no pool.';
 COMMENT ON COLUMN randflake.settings.app_node_id_max IS 'Highest node randflake_lease_acquire() leases to applications; NULL: no pool.';
 COMMENT ON COLUMN randflake.settings.max_nodes_per_call IS 'Most nodes one randflake_next() call moves through when their second is used up, before it fails instead of waiting.';
@@ -285,8 +281,22 @@ CREATE FUNCTION randflake.node_record(node integer) RETURNS regclass
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
 RETURN ('randflake.node_' OPERATOR(pg_catalog.||) node)::regclass;
 COMMENT ON FUNCTION randflake.node_record(integer) IS
-'The sequence that records what node has used: its value is (second - epoch) << 17 | sequence of the last ID taken, so nextval() hands out each (second, sequence) once, whatever rolls back or crashes.';
+'The sequence that records what node has used: its value is (second - epoch) << 33 | count, the count being the sequence of the last ID taken while below 131072, so nextval() hands out each (second, sequence) once, whatever rolls back or crashes.';
 REVOKE ALL ON FUNCTION randflake.node_record(integer) FROM PUBLIC;
+
+-- A node's record moves to a new second only under the lock of the node's row here. Sessions
+-- share the nodes of the range (an ID is a nextval() of the record, which no two callers get
+-- alike), so the one step that needs a single writer is that move: two callers moving it at once
+-- would both hand out the new second's sequence 0. A row lock is one that only roles allowed to
+-- update this table can take, that is the owner (and members of pg_write_all_data), where an
+-- advisory lock could be held by any role that may connect.
+CREATE TABLE randflake.node_rollover (
+    node integer PRIMARY KEY CONSTRAINT node_is_a_node CHECK (node BETWEEN 0 AND 131071)
+);
+REVOKE ALL ON TABLE randflake.node_rollover FROM PUBLIC;
+COMMENT ON TABLE randflake.node_rollover IS
+'One row per node of the range, created by randflake.configure(): randflake_next() locks a node''s row (FOR NO KEY UPDATE SKIP LOCKED, for as long as the move takes) to move the node''s record to a new second, so that one caller alone hands out that second''s first ID.';
+COMMENT ON COLUMN randflake.node_rollover.node IS 'The node whose record the row''s lock guards.';
 
 -- The node range as constants: randflake_next() checks every call's node against them, and a
 -- SQL function with a constant body is folded into the caller's cached plan (a table would be one
@@ -370,7 +380,7 @@ BEGIN
     IF configure.app_node_id_min IS NOT NULL THEN
         SELECT r.node, r.last_second INTO used
           FROM (SELECT pg_catalog.substr(c.relname, 6)::integer AS node,
-                       (COALESCE(pg_catalog.pg_sequence_last_value(c.oid), 0) >> 17) + randflake.epoch_second() AS last_second
+                       (COALESCE(pg_catalog.pg_sequence_last_value(c.oid), 0) >> 33) + randflake.epoch_second() AS last_second
                   FROM pg_catalog.pg_class AS c
                  WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind = 'S' AND c.relname ~ '^node_[0-9]{1,6}$') AS r
          WHERE r.node BETWEEN configure.app_node_id_min AND configure.app_node_id_max
@@ -399,9 +409,12 @@ BEGIN
             EXECUTE pg_catalog.format('REVOKE ALL ON SEQUENCE randflake.node_%s FROM PUBLIC', node);
             EXECUTE pg_catalog.format(
                 'COMMENT ON SEQUENCE randflake.node_%s IS %L', node,
-                pg_catalog.format('Node %s''s record of used seconds: (second - epoch) << 17 | sequence of its last ID.', node));
+                pg_catalog.format('Node %s''s record of used seconds: (second - epoch) << 33 | count of values taken in it.', node));
         END IF;
     END LOOP;
+    INSERT INTO randflake.node_rollover (node)
+        SELECT n FROM pg_catalog.generate_series(configure.node_id_min, configure.node_id_max) AS n
+        ON CONFLICT DO NOTHING;
     PERFORM randflake.revoke_default_privileges(only_sequences => true);
 END
 $$;
@@ -427,60 +440,6 @@ $$;
 COMMENT ON FUNCTION randflake.clock_second() IS 'The server clock''s current Unix second, checked against the range an ID can hold.';
 REVOKE ALL ON FUNCTION randflake.clock_second() FROM PUBLIC;
 
-CREATE FUNCTION randflake.claim_node(first_node integer, last_node integer, now_offset bigint) RETURNS integer
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    size integer := last_node - first_node + 1;
-    -- Sessions start their search at different nodes, so that claims rarely collide.
-    first_try integer := pg_catalog.pg_backend_pid() % size;
-    node integer;
-    ahead integer := 0;
-    used bigint;
-    held integer;
-BEGIN
-    -- A node this session already holds comes first: the hint that named it is undone when the
-    -- transaction that claimed it rolls back, the session-level lock is not, and a session must
-    -- never hold two nodes. (A lock of this transaction alone, on a node whose second is used
-    -- up, fails the record's check like any other.)
-    FOR held IN
-        SELECT l.objid::integer FROM pg_catalog.pg_locks AS l
-         WHERE l.locktype = 'advisory' AND l.pid = pg_catalog.pg_backend_pid() AND l.granted
-           AND l.classid = randflake.lock_space()::oid AND l.objsubid = 2
-           AND l.objid BETWEEN first_node::oid AND last_node::oid
-         ORDER BY l.objid
-    LOOP
-        EXECUTE pg_catalog.format('SELECT last_value FROM %s', randflake.node_record(held)) INTO used;
-        IF used >> 17 <= now_offset THEN
-            RETURN held;
-        END IF;
-    END LOOP;
-    FOR i IN 0..size - 1 LOOP
-        node := first_node + (first_try + i) % size;
-        IF pg_catalog.pg_try_advisory_lock(randflake.lock_space(), node) THEN
-            EXECUTE pg_catalog.format('SELECT last_value FROM %s', randflake.node_record(node)) INTO used;
-            IF used >> 17 <= now_offset THEN
-                RETURN node;
-            END IF;
-            -- This second is used up on the node, or the clock is behind the node's record.
-            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), node);
-            ahead := ahead + 1;
-        END IF;
-    END LOOP;
-    IF ahead > 0 THEN
-        RAISE EXCEPTION 'no node of %..% is free for this second; % of them already used it or a later one',
-            first_node, last_node, ahead
-            USING ERRCODE = 'configuration_limit_exceeded',
-                  HINT = 'Either more IDs were asked for in one second than the free nodes hold (131072 each), or the clock stepped back; check its time synchronisation (NTP). Generation resumes by itself in a later second.';
-    END IF;
-    RAISE EXCEPTION 'every node of %..% is claimed by another session', first_node, last_node
-        USING ERRCODE = 'configuration_limit_exceeded',
-              HINT = 'Each session making IDs holds one node: widen the range with randflake.configure() beyond max_connections.';
-END
-$$;
-COMMENT ON FUNCTION randflake.claim_node(integer, integer, bigint) IS
-'Claims a node of the range for this session with a session-level advisory lock (released when the session ends), skipping nodes whose record is past the current second.';
-REVOKE ALL ON FUNCTION randflake.claim_node(integer, integer, bigint) FROM PUBLIC;
 
 CREATE FUNCTION randflake.raise_high_water(now_offset bigint) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
@@ -500,6 +459,42 @@ COMMENT ON FUNCTION randflake.raise_high_water(bigint) IS
 'Moves randflake.high_water forward to second now_offset (second - epoch), never back: run by randflake_next() at the first ID of a second on a node.';
 REVOKE ALL ON FUNCTION randflake.raise_high_water(bigint) FROM PUBLIC;
 
+CREATE FUNCTION randflake.begin_second(node integer, now_offset bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    moved boolean := false;
+BEGIN
+    -- The row's lock is taken in a subtransaction that is always rolled back, which lets it go at
+    -- once: held to the end of the caller's transaction, it would keep everyone else from moving
+    -- the node to later seconds, and a transaction left open after naming node after node in
+    -- randflake_sql.node could hold them all. The sequences' changes are not undone by the
+    -- rollback, and the variable keeps its value.
+    BEGIN
+        -- Whoever holds the lock is moving the record now: the caller looks at the record again,
+        -- or goes on to another node, rather than wait.
+        PERFORM FROM randflake.node_rollover AS r WHERE r.node = begin_second.node FOR NO KEY UPDATE SKIP LOCKED;
+        -- Read under the lock: another caller may have moved the record since this one's
+        -- nextval(), and moving it again would hand out that second's first values twice.
+        -- Callers that take a value meanwhile without the lock take one of the earlier second,
+        -- which sends them here.
+        IF FOUND AND COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(node)), 0) >> 33 < now_offset THEN
+            -- The database's high water goes first, so that it is never behind a second a node used.
+            PERFORM randflake.raise_high_water(now_offset);
+            PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 33, true);
+            moved := true;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'RF000';
+    EXCEPTION WHEN SQLSTATE 'RF000' THEN
+        -- The lock is let go.
+    END;
+    RETURN moved;
+END
+$$;
+COMMENT ON FUNCTION randflake.begin_second(integer, bigint) IS
+'Moves a node''s record to (second now_offset, 0) under the lock of its row in randflake.node_rollover, taken without waiting and let go before it returns; true if this caller moved it and so owns that second''s first ID, false if the row was locked or the record already moved.';
+REVOKE ALL ON FUNCTION randflake.begin_second(integer, bigint) FROM PUBLIC;
+
 ----------------------------------------------------------------------------------------------------
 -- Generation.
 
@@ -511,13 +506,16 @@ DECLARE
     -- and running each statement, and the executor of each query
     -- (docs/managed-postgresql.md#performance): one query, few expressions, few operators.
     subkeys bigint[];
-    -- The session's node, kept between calls in the setting randflake_sql.node.
+    -- Where this session looks first: the node it last used, kept between calls in the setting
+    -- randflake_sql.node. Any role may set that setting, and a rollback or DISCARD undoes it: it
+    -- is only a hint, and any node of the range is one every session may use (below).
     hint text := pg_catalog.current_setting('randflake_sql.node', true);
     node integer := CASE WHEN hint ~ '^[0-9]{1,6}$' THEN hint::integer END;
     high_water bigint;
     now_offset bigint;
     used bigint;
     moves integer := 0;
+    retried boolean;  -- NULL until this call takes a node's next value again, once per node
 BEGIN
     -- First: this read takes randflake.secret's lock, which configure() waits on, so the range
     -- checked below stays in force until the transaction ends (docs/managed-postgresql.md).
@@ -543,46 +541,55 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine.';
     END IF;
-    -- Any role may set randflake_sql.node, and a rollback or DISCARD undoes it: it is only a
-    -- hint, naming a node of the range. The transaction-level lock below proves, for the rest
-    -- of the transaction, that no other session uses the node (a session that holds it by its
-    -- session-level lock makes the try fail), and the node's record is looked up by its name
-    -- in schema randflake, which only the owner writes.
+    IF node IS NULL OR node < randflake.node_id_min() OR node > randflake.node_id_max() THEN
+        node := randflake.node_id_min();
+    END IF;
+    -- The sessions share the range's nodes, one at a time: a node's record is a sequence, and
+    -- nextval() hands each value to one caller, so any number of sessions may take IDs of the
+    -- same node in the same second. Its value is (second - epoch) << 33 | count: the count goes
+    -- on past 131071 when the second's IDs are used up (those values are no IDs, they send the
+    -- caller to the next node), and the 2^33 - 131072 values left before the next second cannot
+    -- all be taken within one. The node's record is looked up by name in schema randflake, which
+    -- only the owner writes.
     LOOP
-        IF node IS NULL OR node < randflake.node_id_min() OR node > randflake.node_id_max()
-           OR NOT pg_catalog.pg_try_advisory_xact_lock(randflake.lock_space(), node) THEN
-            node := randflake.claim_node(randflake.node_id_min(), randflake.node_id_max(), now_offset);
-            PERFORM pg_catalog.pg_advisory_xact_lock(randflake.lock_space(), node);
-            PERFORM pg_catalog.set_config('randflake_sql.node', node::text, false);
-        END IF;
         used := pg_catalog.nextval(randflake.node_record(node));
-        IF used >> 17 = now_offset THEN
-            RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 131071));
-        ELSIF used >> 17 < now_offset THEN
-            -- First ID of this second on the node: move its record to (second, 0). Only the
-            -- holder of the node's lock ever moves it, and only forward. The database's high
-            -- water goes first, so that it is never behind a second a node used.
-            IF now_offset > high_water THEN
-                PERFORM randflake.raise_high_water(now_offset);
+        IF used >> 33 > now_offset THEN
+            -- Another session began a later second on the node after this call read the clock.
+            now_offset := pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()))::bigint - 1730000000;
+        END IF;
+        IF used >> 33 = now_offset THEN
+            IF (used & 8589934591) < 131072 THEN
+                RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17) | (used & 8589934591));
             END IF;
-            PERFORM pg_catalog.setval(randflake.node_record(node), now_offset << 17, true);
-            RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
-        ELSIF used = (now_offset + 1) << 17
-              AND moves < (SELECT c.max_nodes_per_call FROM randflake.settings AS c) THEN
-            -- The node's 131072 IDs of this second are used up: move to another node now
-            -- rather than wait for the next second.
-            PERFORM pg_catalog.pg_advisory_unlock(randflake.lock_space(), node);
-            node := NULL;
-            moves := moves + 1;
-        ELSIF used = (now_offset + 1) << 17 THEN
-            RAISE EXCEPTION 'this call used up % nodes in one second', moves
-                USING ERRCODE = 'configuration_limit_exceeded',
-                      HINT = 'randflake.settings.max_nodes_per_call bounds the nodes one call moves through; generation resumes in the next second.';
-        ELSE
+            -- The node's 131072 IDs of this second are used up: on to the next node.
+        ELSIF used >> 33 > now_offset THEN
             RAISE EXCEPTION 'the system clock is % s behind second %, which node % has already used for IDs',
-                (used >> 17) - now_offset, (used >> 17) + randflake.epoch_second(), node
+                (used >> 33) - now_offset, (used >> 33) + randflake.epoch_second(), node
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'The clock was stepped backwards. Generation resumes by itself once the clock passes that second; check the time synchronisation (NTP) of this machine.';
+        ELSIF randflake.begin_second(node, now_offset) THEN
+            -- The first ID of this second on the node.
+            RETURN randflake.sparx_encrypt(subkeys, (now_offset << 34) | (node::bigint << 17));
+        ELSIF retried IS NULL
+              AND COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(node)), 0) >> 33 >= now_offset THEN
+            -- Another caller moved the record to this second meanwhile: take the next value.
+            retried := true;
+            CONTINUE;
+        END IF;
+        -- Used up, or being moved to this second by another caller at this very moment: the
+        -- next node, rather than wait.
+        retried := NULL;
+        IF node = randflake.node_id_max() THEN
+            node := randflake.node_id_min();
+        ELSE
+            node := node + 1;
+        END IF;
+        PERFORM pg_catalog.set_config('randflake_sql.node', node::text, false);
+        moves := moves + 1;
+        IF moves >= (SELECT c.max_nodes_per_call FROM randflake.settings AS c) THEN
+            RAISE EXCEPTION 'this call found % nodes used up in this second', moves
+                USING ERRCODE = 'configuration_limit_exceeded',
+                      HINT = 'randflake.settings.max_nodes_per_call bounds the nodes one call moves through: more IDs were asked for in one second than they hold (131072 each). Generation resumes in the next second.';
         END IF;
     END LOOP;
 END
@@ -727,19 +734,19 @@ BEGIN
         state := 'no node range configured';
     ELSE
         state := 'active';
-        SELECT pg_catalog.count(DISTINCT l.objid)::integer INTO nodes_in_use
-          FROM pg_catalog.pg_locks AS l
-         WHERE l.locktype = 'advisory' AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d
-                                                          WHERE d.datname = pg_catalog.current_database())
-           AND l.classid = randflake.lock_space()::oid AND l.objsubid = 2 AND l.granted
-           AND l.objid::bigint BETWEEN first_node AND last_node;
+        -- Sessions hold no node: the nodes in use are those that made IDs in this second or the
+        -- one before, by their records.
+        SELECT pg_catalog.count(*)::integer INTO nodes_in_use
+          FROM pg_catalog.generate_series(first_node, last_node) AS n
+         WHERE COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(n)), 0) >> 33
+               >= randflake.clock_second() - randflake.epoch_second() - 1;
         nodes_free := last_node - first_node + 1 - nodes_in_use;
     END IF;
     RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION public.randflake_status() IS
-'One row describing this database''s ID generation by randflake_sql, in the columns of the native randflake_status(): node_source sql, state (active, no secret loaded, no node range configured), the node range, the nodes sessions hold now and the nodes free; the columns about leases, the keeper and counters are NULL. For the owner and pg_monitor.';
+'One row describing this database''s ID generation by randflake_sql, in the columns of the native randflake_status(): node_source sql, state (active, no secret loaded, no node range configured), the node range, the nodes that made IDs in this second or the one before and the others; the columns about leases, the keeper and counters are NULL. For the owner and pg_monitor.';
 REVOKE ALL ON FUNCTION public.randflake_status() FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------

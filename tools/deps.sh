@@ -28,8 +28,9 @@ fi
 
 # faketime (libfaketime) steps the clock of test servers; unzip unpacks the PostgreSQL wheels;
 # stress-ng takes the cores while the integration suites are timed under load; mold links the
-# builds that make runs (the Makefile passes it to cargo).
-packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip stress-ng mold)
+# builds that make runs (the Makefile passes it to cargo); valgrind counts the instructions of the
+# SQL edition's calls in make bench.
+packages=(libclang-dev clang pkg-config sudo python3-venv faketime unzip stress-ng mold valgrind)
 # Debian packages PostgreSQL 15 (with postgres_fdw, in postgresql-15) and the postgres user.
 [ "$PG_MAJOR" = 15 ] && packages+=(postgresql-15 postgresql-server-dev-15)
 # pg_auto_failover 2.0 (pg_autoctl and the monitor's extension) runs the highly available fleet

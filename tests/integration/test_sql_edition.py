@@ -14,7 +14,7 @@ import threading
 
 import psycopg
 import pytest
-from psycopg.errors import ConfigurationLimitExceeded, InsufficientPrivilege, ObjectNotInPrerequisiteState
+from psycopg.errors import InsufficientPrivilege, ObjectNotInPrerequisiteState
 from randflake.sparx64 import Sparx64
 from randflake.v2 import Config, Generator, Lease, decode_string, encode_string
 
@@ -128,7 +128,7 @@ def test_installs_as_a_database_owner_without_superuser(edition):
             """SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c
                 WHERE c.relnamespace = 'randflake'::regnamespace AND c.relkind = 'r'"""
         ).fetchall()
-        assert {name for name, _ in tables} == {"secret", "settings", "node_leases"}
+        assert {name for name, _ in tables} == {"secret", "settings", "node_leases", "node_rollover"}
         assert all(comment for _, comment in tables)
     with cluster.connect(DATABASE, "writer") as conn:
         assert isinstance(conn.execute("SELECT randflake_next()").fetchone()[0], int)
@@ -272,54 +272,48 @@ def test_sixteen_concurrent_sessions_make_no_duplicate(edition):
     made = [id_ for ids in results for id_ in ids]
     assert len(made) == 16 * 2000 and len(set(made)) == len(made)
     with cluster.connect(DATABASE, OWNER) as conn:
-        nodes = [{node for (node,) in conn.execute(
-            "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))} for ids in results]
-    # Each session held one node of 0..63 throughout, and no two sessions the same one.
-    assert all(len(held) == 1 and 0 <= next(iter(held)) <= 63 for held in nodes)
-    assert len(set().union(*nodes)) == 16
+        assert nodes_of(conn, made) <= set(range(64))
 
 
-def ids_once_a_node_is_free(conn: psycopg.Connection, count: int) -> list[int]:
-    """`count` IDs from the session, waiting while every node is still held: a closed session's
-    backend releases its node when it has exited, a moment after the client closed it."""
-    def attempt() -> list[int] | None:
-        try:
-            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, %s)", (count,))]
-        except ConfigurationLimitExceeded:
-            return None
-    return wait_for(attempt, 10, "a free node")
-
-
-def test_node_claims_follow_sessions_that_come_and_go(edition):
-    """Four nodes, sessions opening and closing: each live session holds its own node (a fifth
-    is refused), a closed session's node is claimed again, and no ID repeats."""
+def test_more_sessions_than_nodes_share_them(edition):
+    """Sessions hold no node: 24 sessions, coming and going, make IDs on a range of 4 nodes with
+    no refusal (before, a fifth session was refused with 53400) and no ID twice, and the status
+    counts the nodes that made IDs in the last two seconds."""
     cluster, secret_hex = edition
-    install(cluster, "claims", secret_hex, (200, 203))
-    sessions = [cluster.connect("claims", "writer") for _ in range(4)]
-    made = []
+    install(cluster, "shared_nodes", secret_hex, (200, 203))
+    sessions = [cluster.connect("shared_nodes", "writer") for _ in range(24)]
+    made: list[int] = []
+    failures: list[Exception] = []
+    lock = threading.Lock()
+
+    def work(index: int) -> None:
+        try:
+            for round_ in range(8):
+                batch = generate_in(sessions[index], 25)
+                if round_ % 3 == index % 3:  # a new connection, whose first call finds no hint
+                    sessions[index].close()
+                    sessions[index] = cluster.connect("shared_nodes", "writer")
+                with lock:
+                    made.extend(batch)
+        except Exception as error:  # reported below, in the test's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(24)]
     try:
-        for conn in sessions:
-            made += [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 50)")]
-        with cluster.connect("claims", "writer") as fifth:
-            with pytest.raises(ConfigurationLimitExceeded, match="every node of 200..203 is claimed"):
-                fifth.execute("SELECT randflake_next()")
-            sessions.pop().close()
-            made += ids_once_a_node_is_free(fifth, 50)
-        for _ in range(30):
-            index = random.randrange(len(sessions))
-            sessions[index].close()
-            sessions[index] = cluster.connect("claims", "writer")
-            for conn in sessions:
-                made += ids_once_a_node_is_free(conn, 20)
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     finally:
         for conn in sessions:
             conn.close()
-    assert len(set(made)) == len(made)
-    with cluster.connect("claims", OWNER) as conn:
-        nodes = {n for (n,) in conn.execute("SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (made,))}
-        assert nodes == {200, 201, 202, 203}
-        wait_for(lambda: conn.execute("SELECT nodes_in_use FROM randflake_status()").fetchone() == (0,), 10,
-                 "the closed sessions' nodes to be free")
+    assert not failures
+    assert len(made) == 24 * 8 * 25 and len(set(made)) == len(made)
+    with cluster.connect("shared_nodes", OWNER) as conn:
+        assert nodes_of(conn, made) <= {200, 201, 202, 203}
+        conn.execute("SELECT randflake_next()")
+        in_use, free = conn.execute("SELECT nodes_in_use, nodes_free FROM randflake_status()").fetchone()
+        assert in_use >= 1 and in_use + free == 4
 
 
 def test_configure_moves_live_sessions_to_the_new_range(edition):
@@ -344,38 +338,27 @@ def test_configure_moves_live_sessions_to_the_new_range(edition):
         assert len(set(made + moved)) == 40
 
 
-def test_a_forged_node_hint_is_not_followed(edition):
-    """randflake_sql.node is a setting any role may set. Copied from a session that holds its
-    node, it makes the copier claim a node of its own (the lock); naming a node outside the
-    range, or garbage, it is ignored; naming a node of the range that no session holds, it is
-    used under the transaction's lock, whose record hands out each value once: the copier's
-    IDs stay in the range and unique, and the holder keeps its node."""
+def test_a_forged_node_hint_only_says_where_to_start(edition):
+    """randflake_sql.node is a setting any role may set, and any node of the range is one every
+    session may use: naming another session's node, the forger takes IDs of that node beside
+    it; naming a node outside the range, or garbage, it is ignored for the range's first node.
+    No ID repeats and none leaves the range."""
     cluster, _ = edition
     with cluster.connect(DATABASE, "writer") as holder, cluster.connect(DATABASE, "writer") as forger, \
             cluster.connect(DATABASE, OWNER) as owner:
-        def nodes_of(ids: list[int]) -> set[int]:
-            return {n for (n,) in owner.execute(
-                "SELECT DISTINCT randflake_node_id(id) FROM unnest(%s::bigint[]) id", (ids,))}
-
-        def twenty(conn: psycopg.Connection) -> list[int]:
-            return [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 20)")]
-
-        (held,) = nodes_of(twenty(holder))
-        forger.execute("SELECT set_config('randflake_sql.node', %s, false)",
-                       holder.execute("SHOW randflake_sql.node").fetchone())
-        made = twenty(forger)
-        (own,) = nodes_of(made)
-        assert own != held
+        made = generate_in(holder, 20)
+        (held,) = nodes_of(owner, made)
+        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (str(held),))
+        for _ in range(5):
+            batch = generate_in(forger, 20) + generate_in(holder, 20)
+            assert nodes_of(owner, batch) == {held}
+            made += batch
         for forged in ("150", "64", "-1", "1/2/3", "x", "9999999"):
             forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (forged,))
-            batch = twenty(forger)
-            assert nodes_of(batch) <= set(range(64)) - {held}, forged
+            batch = generate_in(forger, 20)
+            assert nodes_of(owner, batch) == {0}, forged
             made += batch
-        free = next(n for n in range(63, -1, -1) if n not in (held, own))
-        forger.execute("SELECT set_config('randflake_sql.node', %s, false)", (str(free),))
-        made += twenty(forger)
-        assert nodes_of(made) <= set(range(64)) - {held} and len(set(made)) == len(made)
-        assert nodes_of(twenty(holder)) == {held}
+        assert len(set(made)) == len(made)
 
 
 def test_a_rolled_back_id_is_never_issued_again(edition):
@@ -403,7 +386,7 @@ def test_clock_stepped_back_is_refused_and_exhaustion_moves_node(make_cluster, f
         clock.set(-30)
         with pytest.raises(ObjectNotInPrerequisiteState, match=r"clock is \d+ s behind second \d+, which"):
             conn.execute("SELECT randflake_next()")
-        # A new session, which would claim a node never used in the later second, refuses too:
+        # A new session, which would find a node never used in the later second, refuses too:
         # the database's high-water second, as the native extension refuses any second behind
         # the latest its server used.
         with cluster.connect(DATABASE, "writer") as fresh:
@@ -417,7 +400,7 @@ def test_clock_stepped_back_is_refused_and_exhaustion_moves_node(make_cluster, f
         with clock.frozen():
             first = conn.execute("SELECT randflake_next()").fetchone()[0]
             second = owner.execute("SELECT extract(epoch FROM randflake_timestamp(%s))::bigint", (first,)).fetchone()[0]
-            owner.execute("SELECT setval(randflake.node_record(%s), (%s::bigint - 1730000000) << 17 | 131070)",
+            owner.execute("SELECT setval(randflake.node_record(%s), (%s::bigint - 1730000000) << 33 | 131070)",
                           (node, second))
             ids = [id_ for (id_,) in conn.execute("SELECT randflake_next() FROM generate_series(1, 3)")]
             parts = owner.execute(
@@ -427,6 +410,18 @@ def test_clock_stepped_back_is_refused_and_exhaustion_moves_node(make_cluster, f
         assert parts[0] == (second, node, 131071)
         assert {p[0] for p in parts} == {second}
         assert parts[1][1] != node and parts[1][2] == 0 and parts[2][1:] == (parts[1][1], 1)
+
+        # A node whose row is locked is being moved to a new second by another caller: a call
+        # that finds it so leaves it to that caller and begins the second on the next node
+        # (without the lock, two callers would both take the new second's sequence 0).
+        moving = parts[2][1]
+        owner.execute("BEGIN")
+        owner.execute("SELECT FROM randflake.node_rollover WHERE node = %s FOR NO KEY UPDATE", (moving,))
+        clock.set(5)
+        (later,) = generate_in(conn, 1)
+        owner.execute("COMMIT")
+        assert owner.execute("SELECT d.node_id, d.sequence FROM randflake_decode(%s) d", (later,)).fetchone() \
+            == (moving + 1, 0)
 
 
 def pgbouncer(cluster: Cluster, port: int) -> subprocess.Popen:
@@ -459,8 +454,8 @@ def _accepts(port: int) -> bool:
 
 
 def test_behind_pgbouncer_in_transaction_mode(edition):
-    """Clients share four server connections; a node belongs to a server connection (its
-    advisory lock is the backend's), so clients interleaving on them still get unique IDs."""
+    """Clients share four server connections, and the server connections share the range's
+    nodes: clients interleaving on them still get unique IDs."""
     cluster, _ = edition
     port = next(ports)
     process = pgbouncer(cluster, port)
@@ -829,28 +824,6 @@ def test_configure_waits_for_statements_issuing_from_the_old_range(edition):
         assert nodes_of(owner, generate_in(writer, 10)) <= set(range(300, 308))
 
 
-def test_a_claim_rolled_back_leaves_the_session_one_node(edition):
-    """The hint naming a session's node is undone when the transaction that claimed it rolls
-    back, its session-level lock is not: the next claim takes the node the session already holds
-    (before, it took another, and one idle session held two)."""
-    cluster, secret_hex = edition
-    install(cluster, "rollback_claims", secret_hex, (400, 401))
-    with cluster.connect("rollback_claims", "writer") as conn, cluster.connect("rollback_claims", OWNER) as owner, \
-            cluster.connect("rollback_claims") as blocker:
-        pid = conn.info.backend_pid
-        first_try = 400 + pid % 2
-        blocker.execute("SELECT pg_advisory_lock(1380339787, %s)", (first_try,))
-        conn.execute("BEGIN")
-        claimed = nodes_of(owner, generate_in(conn, 5))
-        conn.execute("ROLLBACK")
-        assert claimed == {401 if first_try == 400 else 400}
-        blocker.execute("SELECT pg_advisory_unlock(1380339787, %s)", (first_try,))
-        assert nodes_of(owner, generate_in(conn, 5)) == claimed
-        held = owner.execute("""SELECT array_agg(objid::int) FROM pg_locks WHERE pid = %s AND locktype = 'advisory'
-                                   AND classid = 1380339787 AND objsubid = 2""", (pid,)).fetchone()[0]
-        assert held == list(claimed)
-
-
 def test_the_last_seconds_comment_says_its_time(edition):
     """randflake.last_second()'s comment names the time it is (it once said 23:23:43)."""
     cluster, _ = edition
@@ -999,7 +972,8 @@ def test_what_the_predefined_roles_can_do(edition):
     """What docs/managed-postgresql.md says of the predefined roles: pg_monitor sees the lease
     table and the status, not the secret, the settings or the records; pg_read_all_data and
     pg_write_all_data pass by privileges (which is why they must not be granted on a server with
-    the edition): the first reads the secret, the second rewinds a node's record."""
+    the edition): the first reads the secret, the second rewinds a node's record and locks the
+    rows whose locks guard the records' moves to a new second."""
     cluster, secret_hex = edition
     install(cluster, "predefined", secret_hex, (700, 700))
     with cluster.connect() as conn:
@@ -1015,12 +989,14 @@ def test_what_the_predefined_roles_can_do(edition):
             with pytest.raises(InsufficientPrivilege):
                 conn.execute(statement)
         assert conn.execute("SELECT count(*) FROM randflake.node_leases").fetchone() == (0,)
-        wait_for(lambda: conn.execute("SELECT nodes_in_use FROM randflake_status()").fetchone() == (0,), 10,
-                 "the closed session's node to be free")
+        assert conn.execute("SELECT nodes_in_use + nodes_free FROM randflake_status()").fetchone() == (1,)
     with cluster.connect("predefined", "reader_member") as conn:
         assert conn.execute("SELECT secret_hex FROM randflake.secret").fetchone() == (secret_hex,)
     with cluster.connect("predefined", "writer_member") as conn:
         conn.execute("SELECT setval('randflake.node_700', 0)")
+        conn.execute("BEGIN")
+        assert conn.execute("SELECT node FROM randflake.node_rollover FOR NO KEY UPDATE").fetchall() == [(700,)]
+        conn.execute("ROLLBACK")
 
 
 def test_the_documented_python_snippet_loads_the_secret(edition):
@@ -1039,10 +1015,14 @@ def test_the_documented_python_snippet_loads_the_secret(edition):
         assert conn.execute("SELECT count(*) FROM randflake.secret WHERE subkeys IS NOT NULL").fetchone() == (1,)
 
 
-def test_a_connect_only_role_cannot_freeze_the_high_water(make_cluster, fake_clock_preload):
-    """A role with nothing but CONNECT holds the advisory lock under which the high-water second
-    was once moved (before, the high water then froze, and a new session took a clock stepped
-    back): the high water still moves, and a new session refuses a clock behind it."""
+def test_no_bystander_can_stop_generation(make_cluster, fake_clock_preload):
+    """What a role with nothing but CONNECT (and EXECUTE on randflake_next(), as every role has)
+    can do to generation, it does: it holds every advisory lock of the key space sessions once
+    claimed nodes by (before, every call then failed with 53400), tries to lock the nodes' rows
+    and records (refused), and in a transaction it leaves open begins a new second on every node
+    of the range, naming each in randflake_sql.node (with the rows' locks held to its end, no
+    node could begin a later second). Writers go on making IDs across later seconds, none
+    twice; the high water moves, and a new session refuses a clock stepped back behind it."""
     cluster = make_cluster(*MANAGED)
     clock = FakeClock(cluster, fake_clock_preload)
     start_under_fake_clock(cluster, clock)
@@ -1051,20 +1031,50 @@ def test_a_connect_only_role_cannot_freeze_the_high_water(make_cluster, fake_clo
         conn.execute("CREATE ROLE bystander LOGIN")
     with cluster.connect(DATABASE, "bystander") as bystander, cluster.connect(DATABASE, "writer") as writer, \
             cluster.connect(DATABASE, OWNER) as owner:
-        assert bystander.execute("SELECT pg_try_advisory_lock(1380339787, -1)").fetchone() == (True,)
+        assert bystander.execute("SELECT bool_and(pg_try_advisory_lock(1380339787, n)) "
+                                 "FROM generate_series(-1, 1023) n").fetchone() == (True,)
+        for statement in ("SELECT FROM randflake.node_rollover FOR NO KEY UPDATE",
+                          "LOCK TABLE randflake.node_rollover", "SELECT setval('randflake.node_0', 0)",
+                          "SELECT setval('randflake.high_water', 0)"):
+            bystander.execute("BEGIN")
+            with pytest.raises(InsufficientPrivilege):
+                bystander.execute(statement)
+            bystander.execute("ROLLBACK")
 
         def high_water() -> int:
             return owner.execute("SELECT pg_sequence_last_value('randflake.high_water')").fetchone()[0] or 0
 
         made = generate_in(writer, 10)
+        clock.set(3)
+        bystander.execute("BEGIN")
+        for node in range(64):
+            bystander.execute("SELECT set_config('randflake_sql.node', %s, false)", (str(node),))
+            made += generate_in(bystander, 1)
+        assert nodes_of(owner, made[10:]) == set(range(64))
         before = high_water()
         clock.set(5)
+        failures: list[Exception] = []
+
+        def write() -> None:
+            try:
+                with cluster.connect(DATABASE, "writer") as conn:
+                    made.extend(generate_in(conn, 200))
+            except Exception as error:  # reported below, in the test's thread
+                failures.append(error)
+
+        threads = [threading.Thread(target=write) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures
         made += generate_in(writer, 10)
-        assert high_water() >= before + 5
+        assert high_water() >= before + 2
         clock.set(-30)
         with cluster.connect(DATABASE, "writer") as fresh:
             with pytest.raises(ObjectNotInPrerequisiteState, match="which this database has already used"):
                 fresh.execute("SELECT randflake_next()")
         clock.set(5)
         made += generate_in(writer, 10)
+        bystander.execute("COMMIT")
     assert len(set(made)) == len(made)
