@@ -204,9 +204,9 @@ loom:
 	cargo test -p randflake --features loom --test shared_memory_model
 	cargo test -p randflake --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
 
-# Mutation testing of the pure crate's decision files (tools/mutants.sh; MUTANTS_FILES=keeper ...
-# for some of them). Hours on two cores: neither make test nor CI runs it, and only it installs
-# cargo-mutants.
+# Mutation testing of the pure crate's decision files (tools/mutants.sh;
+# MUTANTS_FILES="decisions/keeper ..." for some of them). Hours on two cores: neither make test
+# nor CI runs it, and only it installs cargo-mutants.
 mutants:
 	@RANDFLAKE_DEPS_CARGO_MUTANTS=1 tools/deps.sh
 	tools/mutants.sh $(MUTANTS_FILES)
@@ -221,7 +221,7 @@ glue-unit:
 # depending on each other one way only: seconds, so make test checks them before any build.
 style:
 	@tools/module-deps.py >/dev/null
-	@tools/unicode-invisible.py --check randflake/src/invisible.rs
+	@tools/unicode-invisible.py --check randflake/src/decisions/invisible.rs
 	cargo fmt --all --check
 	cargo fmt --manifest-path randflake/fuzz/Cargo.toml --check
 

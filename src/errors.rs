@@ -8,9 +8,8 @@
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use randflake::decisions::keeper_report::{KeeperReport, KeeperState};
 use randflake::{ParseIdError, SecretError, MAX_SECOND};
-
-use crate::keeper_report::{KeeperReport, KeeperState};
 
 /// Declares [`Error`] and what each variant reports, from one block per variant:
 ///

@@ -241,7 +241,7 @@ fn lease_release(call: &Call) -> [Out; 1] {
 }
 
 /// A window as the procedures' OUT row: node_id, lease_start, lease_end_exclusive.
-fn window_row(window: randflake::app_lease::AppWindow) -> [Out; 3] {
+fn window_row(window: randflake::decisions::app_lease::AppWindow) -> [Out; 3] {
     [Out::Int4(window.node as i32), Out::Int8(window.start as i64), Out::Int8(window.end_exclusive as i64)]
 }
 

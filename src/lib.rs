@@ -13,7 +13,6 @@ mod errors;
 mod functions;
 mod generation;
 mod keeper;
-mod keeper_report;
 mod key;
 mod lease_table;
 mod node_config;
@@ -21,7 +20,7 @@ mod pg;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod secret;
-mod settings;
+mod setting_registry;
 mod shmem;
 mod status;
 
@@ -88,7 +87,7 @@ pub extern "C-unwind" fn _PG_init() {
     if !pg::backend::preloading() {
         errors::Error::NotPreloaded {}.raise();
     }
-    settings::define();
+    setting_registry::define();
     log!(
         "randflake_pg: {}; IDs encrypted {} at a time with the {} kernel",
         node_config::describe(),
@@ -97,7 +96,7 @@ pub extern "C-unwind" fn _PG_init() {
     );
     secret::log_redaction::install();
     secret::sql_routes::install();
-    pg::shmem::install(&shmem::SEGMENTS);
+    pg::shmem_segments::install(&shmem::SEGMENTS);
     keeper::register();
 }
 

@@ -11,7 +11,7 @@ use std::ffi::{CStr, CString};
 use std::time::Duration;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
-use randflake::keeper::NodeSource;
+use randflake::decisions::keeper::NodeSource;
 use randflake::MAX_NODE;
 
 use crate::errors::Error;

@@ -1,9 +1,9 @@
 //! What randflake_status() reports: the lease as published, in words a DBA can act on.
 #![forbid(unsafe_code)]
 
+use randflake::decisions::keeper_report::KeeperState;
 use randflake::Lease;
 
-use crate::keeper_report::KeeperState;
 use crate::node_config::{self, Mode};
 use crate::pg::{backend, clock};
 use crate::secret;

@@ -138,7 +138,7 @@ def doc_mismatches(graph: dict[str, set[str]]) -> list[str]:
 def main() -> int:
     graph = uses()
     for module, used in sorted(graph.items()):
-        print(f"{module:13} uses {', '.join(sorted(used)) or '-'}")
+        print(f"{module:16} uses {', '.join(sorted(used)) or '-'}")
     failed = 0
     found = cycle(graph)
     if found:

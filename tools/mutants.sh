@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make mutants: cargo-mutants over the decision files of the pure crate, one file at a time, and
-# each file's figure (caught of viable mutants). Usage: tools/mutants.sh [NAME...], NAME a file
-# of randflake/src/ without .rs (default: every decision file). Outcomes in target/mutants/NAME/
-# (MUTANTS_OUT for another directory); MUTANTS_RE=regex tests only the mutants it matches (to
-# try survivors again after a change).
+# each file's figure (caught of viable mutants). Usage: tools/mutants.sh [NAME...], NAME the path
+# of a file under randflake/src/ without .rs, e.g. decisions/keeper (default: every decision
+# file). Outcomes in target/mutants/NAME/ (MUTANTS_OUT for another directory); MUTANTS_RE=regex
+# tests only the mutants it matches (to try survivors again after a change).
 #
 # Each mutant is built in a copy of the tree (target/ is not copied, so the copy builds the
 # crate once, then each mutant's change alone), optimised (opt-level 1, with the debug build's
@@ -12,7 +12,8 @@
 # reference vectors) and the doctests check no decision and are left out.
 set -euo pipefail
 
-DECISION_FILES=(keeper backend app_lease lease generator table_rules durability)
+DECISION_FILES=(decisions/keeper decisions/refill decisions/app_lease decisions/lease generator decisions/table_rules
+    decisions/durability)
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=("${DECISION_FILES[@]}")
 # A mutant whose tests run this long (MUTANTS_TIMEOUT) is stopped and counted as caught (a test

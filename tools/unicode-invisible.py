@@ -21,8 +21,8 @@ PropList.txt of UNICODE_VERSION. The formula leaves out the interlinear annotati
 U+FFFB), Egyptian hieroglyph format and prepended concatenation marks because they are drawn,
 but they are format characters, so the first list above refuses them all the same.
 
-Rust's standard library has no table of these properties, so randflake/src/invisible.rs keeps
-one. `tools/unicode-invisible.py` prints that file; `--check FILE` compares FILE's table with what
+Rust's standard library has no table of these properties, so
+randflake/src/decisions/invisible.rs keeps one. `tools/unicode-invisible.py` prints that file; `--check FILE` compares FILE's table with what
 this script derives for every code point, 0 to 10FFFF, and fails on any difference or on a
 different Unicode version (`make check` runs it). Either refuses to run under a Python whose unicodedata follows
 another Unicode version than the property lists below: copy that version's lists in first."""

@@ -13,7 +13,7 @@
 
 use core::fmt;
 
-use crate::layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
+use crate::format::layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
 
 /// Inclusive range of Unix seconds in which a generator may issue IDs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,10 +104,10 @@ pub enum Step {
     },
 }
 
-/// Why no ID can be issued at this clock reading. Nothing changed, and a later call may
-/// succeed. A [`Generator`] refuses for its clock and its window: the first four; a process
-/// following a server's lease ([`crate::backend::Backend`]) also for want of a lease or a node,
-/// and there the window is the lease's.
+/// Why no ID can be issued at this clock reading. Nothing changed, and a later call may succeed. A
+/// [`Generator`] refuses for its clock and its window: the first four; a process following a
+/// server's lease ([`crate::decisions::refill::Backend`]) also for want of a lease or a node, and
+/// there the window is the lease's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The clock reads before the window's first second (a lease not started yet).

@@ -18,8 +18,8 @@
 //!
 //! that is `raw = (unix_seconds - 1730000000) << 34 | node << 17 | sequence` ([`Parts::to_raw`]).
 //! The raw value is written little-endian into eight bytes, that block is encrypted with the
-//! SPARX-64/128 block cipher ([`sparx`]) under a 16-byte [`Secret`], and the result is read back
-//! little-endian as a signed `i64`: the ID. [`IdCipher`] does both directions.
+//! SPARX-64/128 block cipher ([`sparx`](cipher::sparx)) under a 16-byte [`Secret`], and the result
+//! is read back little-endian as a signed `i64`: the ID. [`IdCipher`] does both directions.
 //!
 //! A block cipher is a permutation, so distinct `(second, node, sequence)` triples always give
 //! distinct IDs under one secret. The ID itself carries no visible structure: no timestamp prefix,
@@ -169,14 +169,19 @@
 //!
 //! # Modules
 //!
-//! * [`layout`]: the bit fields and their limits ([`Parts`]).
-//! * [`sparx`]: the SPARX-64/128 block cipher; [`words`]: the 16-bit words it runs on, one
-//!   block or many side by side; [`batch`]: [`BATCH`] IDs at once, on the CPU's widest vectors.
-//! * [`codec`]: the strict base32hex text form; [`id`]: [`Id`], an ID whose text is that form,
-//!   and, with the `serde` feature, whose JSON is that string too.
-//! * [`secret`]: parsing the secret from hex or from a private key file.
+//! Grouped by what they are about:
+//!
+//! * [`format`](mod@format): what an ID is. [`layout`](format::layout): the bit fields and their
+//!   limits ([`Parts`]); [`codec`]: the strict base32hex text form; [`id`](format::id): [`Id`], an
+//!   ID whose text is that form, and, with the `serde` feature, whose JSON is that string too;
+//!   [`ordered`](format::ordered): the order of plain values that randflake_pg's key sorts by.
+//! * [`cipher`]: what turns a layout value into an ID. [`sparx`](cipher::sparx): the
+//!   SPARX-64/128 block cipher; [`words`](cipher::words): the 16-bit words it runs on, one block
+//!   or many side by side; [`batch`](cipher::batch): [`BATCH`] IDs at once, on the CPU's widest
+//!   vectors; [`secret`](cipher::secret): parsing the secret from hex or from a private key file.
 //! * [`generator`]: the clock-driven state machine ([`Generator`], [`Step`], [`Refusal`]).
-//! * [`lease`]: arithmetic of node leases shared by many servers ([`Lease`], [`Terms`]).
+//! * [`decisions`]: what randflake_pg decides without a server, [`lease`] among them: arithmetic
+//!   of node leases shared by many servers ([`Lease`], [`Terms`]).
 //! * [`shared`]: the lock-free protocols of randflake_pg's shared memory (node table, lease
 //!   board), generic over their atomics so that a model checker can run them.
 //!
@@ -188,31 +193,23 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
-pub mod app_lease;
-pub mod backend;
-pub mod batch;
-pub mod codec;
-pub mod durability;
+pub mod cipher;
+pub mod decisions;
+pub mod format;
 pub mod generator;
-pub mod id;
-mod invisible;
-pub mod keeper;
-pub mod layout;
-pub mod lease;
-pub mod ordered;
-pub mod secret;
 pub mod shared;
-pub mod sparx;
-pub mod table_rules;
-pub mod words;
 
-pub use batch::{Kernel, BATCH};
+// The modules the crate's README names, where it names them.
+pub use decisions::lease;
+pub use format::codec;
+
+pub use cipher::batch::{Kernel, BATCH};
+pub use cipher::secret::{Secret, SecretError};
 pub use codec::{IdString, ParseIdError};
+pub use format::id::Id;
+pub use format::layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
 pub use generator::{Generator, Refusal, Step, Window};
-pub use id::Id;
-pub use layout::{Parts, EPOCH_SECOND, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
 pub use lease::{Lease, Renewal, Terms, HIGH_WATER_LEAD};
-pub use secret::{Secret, SecretError};
 
 /// Turns [`Parts`] into IDs and back under one secret. The key schedule runs once, in
 /// [`IdCipher::new`]; after that the cipher is immutable and can be shared between threads.
@@ -227,7 +224,7 @@ pub use secret::{Secret, SecretError};
 /// ```
 #[derive(Clone, Debug)]
 pub struct IdCipher {
-    cipher: sparx::Sparx64,
+    cipher: cipher::sparx::Sparx64,
     kernel: Kernel,
 }
 
@@ -240,7 +237,7 @@ impl IdCipher {
 
     /// As [`IdCipher::new`], with batches encrypted by `kernel`: for tests and benchmarks.
     pub fn with_kernel(secret: &Secret, kernel: Kernel) -> Self {
-        Self { cipher: sparx::Sparx64::new(secret.as_bytes()), kernel }
+        Self { cipher: cipher::sparx::Sparx64::new(secret.as_bytes()), kernel }
     }
 
     /// The kernel [`IdCipher::encrypt_raw_batch`] runs.

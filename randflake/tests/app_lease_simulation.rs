@@ -1,16 +1,17 @@
 //! A deterministic simulation of application leases, driving the shipped decisions.
 //!
 //! Application processes lease nodes of a small pool through the crate's decisions
-//! ([`randflake::app_lease::acquire`], [`extend`](randflake::app_lease::extend) and
-//! [`release`](randflake::app_lease::release)), exactly as randflake_pg's procedures do over SQL,
-//! and issue IDs every second of their own clock that falls inside a window they were returned.
-//! The server that stores the lease table has a synchronous standby, and around them everything
-//! fails: commits end unconfirmed (a cancel cut the wait for the standby short; the commit is on
-//! the primary only until the standby catches up), replies are lost after durable commits, the
-//! standby is promoted (losing what it had not received, and with a clock of its own), and the
-//! applications' clocks are skewed within the allowance a release keeps
-//! ([`CLOCK_TOLERANCE`]). After every second the simulation checks that no (second, node) has
-//! been used by two grants.
+//! ([`randflake::decisions::app_lease::acquire`],
+//! [`extend`](randflake::decisions::app_lease::extend) and
+//! [`release`](randflake::decisions::app_lease::release)), exactly as randflake_pg's procedures do
+//! over SQL, and issue IDs every second of their own clock that falls inside a window they were
+//! returned. The server that stores the lease table has a synchronous standby, and around them
+//! everything fails: commits end unconfirmed (a cancel cut the wait for the standby short; the
+//! commit is on the primary only until the standby catches up), replies are lost after durable
+//! commits, the standby is promoted (losing what it had not received, and with a clock of its own),
+//! and the applications' clocks are skewed within the allowance a release keeps
+//! ([`CLOCK_TOLERANCE`]). After every second the simulation checks that no (second, node) has been
+//! used by two grants.
 //!
 //! A run is reproducible from its seed, which a failure prints. With the durability rule
 //! switched off (`--features fault-grant-uncertain-app-leases`: an unconfirmed commit is
@@ -23,7 +24,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 
-use randflake::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence, CLOCK_TOLERANCE};
+use randflake::decisions::app_lease::{
+    self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence, CLOCK_TOLERANCE,
+};
 
 const T0: u64 = 1_800_000_000;
 const POOL: (u32, u32) = (200, 203);

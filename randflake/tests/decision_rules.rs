@@ -5,7 +5,7 @@
 /// Rules of application leases that need no table: the window's last second as the table stores
 /// it, and the reasons randflake_pg's lease procedures give, word for word, in their errors.
 mod app_lease {
-    use randflake::app_lease::{check_holder, last_second, AppLeaseError, AppWindow, HOLDER_MAX_BYTES};
+    use randflake::decisions::app_lease::{check_holder, last_second, AppLeaseError, AppWindow, HOLDER_MAX_BYTES};
     use randflake::MAX_SECOND;
 
     const T: u64 = 1_800_000_000;
@@ -74,8 +74,8 @@ mod generator {
     }
 }
 
-/// The edges of the lease arithmetic (`randflake::lease`) that the unit tests beside it and the
-/// simulations do not reach.
+/// The edges of the lease arithmetic (`randflake::decisions::lease`) that the unit tests beside it
+/// and the simulations do not reach.
 mod lease {
     use randflake::{Lease, Renewal, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
@@ -104,10 +104,10 @@ mod lease {
 }
 
 /// What a coordinator lets a write it did not make do to a fleet's lease table
-/// (`randflake::table_rules`), at the edges the unit tests beside it do not reach, and the
-/// reasons its trigger gives, word for word, when it refuses.
+/// (`randflake::decisions::table_rules`), at the edges the unit tests beside it do not reach, and
+/// the reasons its trigger gives, word for word, when it refuses.
 mod table_rules {
-    use randflake::table_rules::{check, Refused, Row, Write, MAX_CLOCK_SKEW};
+    use randflake::decisions::table_rules::{check, Refused, Row, Write, MAX_CLOCK_SKEW};
 
     const T: u64 = 1_800_000_000;
 

@@ -1,21 +1,21 @@
 //! A deterministic simulation of a fleet, driving the shipped state machines.
 //!
 //! Members lease blocks of a pool from a coordinator through the crate's keeper machine
-//! ([`randflake::keeper::Keeper`]) and issue IDs through the crate's backend policy
-//! ([`randflake::backend::Backend`]), exactly as randflake_pg's keeper and backends do over SQL
-//! and shared memory. Around them everything fails: the coordinator's primary is killed and its
-//! standby promoted, losing what was not replicated; its standby goes away and the formation
-//! drops to asynchronous replication; commits are left on the primary alone (their wait for the
-//! synchronous standby cut short, by the member's own deadline or by a cancel on the
+//! ([`randflake::decisions::keeper::Keeper`]) and issue IDs through the crate's backend policy
+//! ([`randflake::decisions::refill::Backend`]), exactly as randflake_pg's keeper and backends do
+//! over SQL and shared memory. Around them everything fails: the coordinator's primary is killed
+//! and its standby promoted, losing what was not replicated; its standby goes away and the
+//! formation drops to asynchronous replication; commits are left on the primary alone (their wait
+//! for the synchronous standby cut short, by the member's own deadline or by a cancel on the
 //! coordinator's side that the member never hears of: either way its COMMIT returns success) or
 //! succeed with the reply lost; a member learns whether a commit is durable only from what the
-//! coordinator shows of its WAL positions afterwards (`randflake::durability`); members are cut off from the coordinator,
-//! crash and restart with empty shared memory, or lose only their keeper; their clocks are
-//! skewed and stepped back and forth. Beside the fleet, range-mode servers lease their own nodes
-//! from a table on themselves, through the same keeper machine: they restart (shared memory lost,
-//! the table kept) with clocks stepped back, a DBA deletes their rows, and their extension is
-//! dropped and created again, each while the server runs (a row deleted and then a restart is the
-//! one loss operating.md says a server does not survive).
+//! coordinator shows of its WAL positions afterwards (`randflake::decisions::durability`); members
+//! are cut off from the coordinator, crash and restart with empty shared memory, or lose only their
+//! keeper; their clocks are skewed and stepped back and forth. Beside the fleet, range-mode servers
+//! lease their own nodes from a table on themselves, through the same keeper machine: they restart
+//! (shared memory lost, the table kept) with clocks stepped back, a DBA deletes their rows, and
+//! their extension is dropped and created again, each while the server runs (a row deleted and then
+//! a restart is the one loss operating.md says a server does not survive).
 //!
 //! After every run of IDs the simulation checks that no (second, node, sequence) has been issued
 //! twice. After every call of a backend it checks the answer against the server's state before
@@ -36,14 +36,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use common::{History, Pending, Random, ReplicatedTable, TableWrite};
 
-use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server, FIRST_LEASE_WAIT, RENEWAL_WAIT};
-use randflake::durability::{CommitEvidence, WalReading, WalServer};
-use randflake::keeper::{
+use randflake::decisions::durability::{CommitEvidence, WalReading, WalServer};
+use randflake::decisions::keeper::{
     Board, Keeper, LeaseKey, LeaseStore, LeasedBlock, NodeSource, Outcome, StoreError, StoredLease, TableCheck, Tick,
     Withdrawal,
 };
-use randflake::lease::HIGH_WATER_LEAD;
-use randflake::shared::lease_board::UNCONFIRMED_SLOTS;
+use randflake::decisions::lease::HIGH_WATER_LEAD;
+use randflake::decisions::refill::{Backend, Event, NoNode, Published, Refill, Server, FIRST_LEASE_WAIT, RENEWAL_WAIT};
+use randflake::shared::lease_board_protocol::UNCONFIRMED_SLOTS;
 use randflake::{Lease, Refusal, Renewal, Terms, MAX_SECOND};
 
 const T0: u64 = 1_800_000_000;

@@ -1,7 +1,7 @@
 //! Properties over many random values: the cipher is a permutation and the string codec is a
 //! bijection onto its canonical strings.
 
-use randflake::sparx::Sparx64;
+use randflake::cipher::sparx::Sparx64;
 use randflake::{codec, IdCipher, Kernel, Parts, Secret, BATCH};
 
 /// xorshift64*: a fixed-seed generator, so a failure names a reproducible case.

@@ -1,7 +1,7 @@
 //! Every published known-answer vector (copied from the reference implementation's test data
 //! into `tests/data/reference_vectors.json`) must hold exactly.
 
-use randflake::sparx::Sparx64;
+use randflake::cipher::sparx::Sparx64;
 use randflake::{codec, Generator, IdCipher, Kernel, Parts, Secret, Step, Window, BATCH};
 use serde_json::Value;
 

@@ -13,9 +13,9 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
 
-use randflake::backend::{NoNode, Published};
-use randflake::shared::lease_board::LeaseBoard;
-use randflake::shared::node_table::{Header, NodeSlot, NodeTable};
+use randflake::decisions::refill::{NoNode, Published};
+use randflake::shared::lease_board_protocol::LeaseBoard;
+use randflake::shared::node_table_protocol::{Header, NodeSlot, NodeTable};
 use randflake::shared::seqlock::SeqLock;
 use randflake::shared::{Atomics, LoomAtomics};
 use randflake::Lease;

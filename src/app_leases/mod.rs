@@ -1,7 +1,7 @@
 //! Application leases through SQL: the procedures `randflake_lease_acquire`, `_extend` and
-//! `_release` run the crate's arithmetic (`randflake::app_lease`) over the very lease table this
-//! server's keeper uses, so that processes making IDs with a Randflake port and the servers' own
-//! backends share one ID space and never collide.
+//! `_release` run the crate's arithmetic (`randflake::decisions::app_lease`) over the very lease
+//! table this server's keeper uses, so that processes making IDs with a Randflake port and the
+//! servers' own backends share one ID space and never collide.
 //!
 //! A lease reaches the application only once its commit is durable: each procedure runs in a
 //! transaction of its own, commits it, and returns its result only on evidence that the commit
@@ -27,8 +27,8 @@ use pgrx::prelude::*;
 use pgrx::spi::quote_identifier;
 use std::time::Duration;
 
-use randflake::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence};
-use randflake::durability::Commit;
+use randflake::decisions::app_lease::{self, AppLeaseRefusal, AppLeaseStore, AppWindow, CommitEvidence};
+use randflake::decisions::durability::Commit;
 
 use crate::errors::Error;
 use crate::lease_table::{AppLeaseTable, LockNotGranted, NewAppLease, StoredWindow, LOCK_WAIT};
@@ -154,7 +154,7 @@ pub fn acquire(call: &Call, holder: Option<&str>, seconds: Option<i32>) -> AppWi
     let request = request(holder).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
-    let mut store = SqlStore::new(request, own);
+    let mut store = ProcedureStore::new(request, own);
     store.keeper.acting(|| {
         // Serialises this server's acquisitions, which read the pool and then choose, waiting a
         // bounded time. The procedure's own commit releases the lock: no caller's statement
@@ -187,7 +187,7 @@ pub fn extend(call: &Call, holder: Option<&str>, node: Option<i32>, seconds: Opt
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
     let last = last_second(now, seconds).unwrap_or_else(|error| error.raise());
-    let mut store = SqlStore::new(request, own);
+    let mut store = ProcedureStore::new(request, own);
     store.lock(EXTEND.name);
     app_lease::extend(&mut store, node, now, last).unwrap_or_else(|refusal| store.refused(&EXTEND, refusal))
 }
@@ -199,7 +199,7 @@ pub fn release(call: &Call, holder: Option<&str>, node: Option<i32>) -> bool {
     let request = request(holder).unwrap_or_else(|error| error.raise());
     let node = node_in_pool(node, request.pool).unwrap_or_else(|error| error.raise());
     let now = clock::unix_second();
-    let mut store = SqlStore::new(request, own);
+    let mut store = ProcedureStore::new(request, own);
     store.lock(RELEASE.name);
     app_lease::release(&mut store, node, now).unwrap_or_else(|refusal| store.refused(&RELEASE, refusal))
 }
@@ -224,7 +224,7 @@ impl Alone for AsKeeper {
 
 /// The lease table as one call sees it ([`app_lease::AppLeaseStore`]): each statement runs as
 /// the keeper's role, and the commit, made as the caller, is the procedure's own.
-struct SqlStore {
+struct ProcedureStore {
     pool: (u32, u32),
     table: AppLeaseTable,
     holder: Holder,
@@ -232,7 +232,7 @@ struct SqlStore {
     own: Option<OwnTransaction>,
 }
 
-impl SqlStore {
+impl ProcedureStore {
     fn new(request: Request, own: OwnTransaction) -> Self {
         let Request { pool, table, holder, keeper } = request;
         Self { pool, table, holder, keeper, own: Some(own) }
@@ -263,7 +263,7 @@ impl SqlStore {
     }
 }
 
-impl AppLeaseStore for SqlStore {
+impl AppLeaseStore for ProcedureStore {
     fn windows(&mut self, first: u32, last: u32) -> Vec<(u32, u64)> {
         self.keeper.acting(|| windows_of(&self.table, (first, last)))
     }

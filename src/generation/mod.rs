@@ -1,5 +1,5 @@
-//! This backend's IDs: the crate's refill policy (`randflake::backend`) run over shared memory,
-//! its waits, and the IDs it reserves and encrypts ahead.
+//! This backend's IDs: the crate's refill policy (`randflake::decisions::refill`) run over shared
+//! memory, its waits, and the IDs it reserves and encrypts ahead.
 #![forbid(unsafe_code)]
 
 pub mod settings;
@@ -7,7 +7,7 @@ pub mod settings;
 use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
-use randflake::backend::{Backend, Event, NoNode, Published, Refill, Server};
+use randflake::decisions::refill::{Backend, Event, NoNode, Published, Refill, Server};
 use randflake::{IdCipher, Refusal, BATCH};
 
 use crate::errors::Error;

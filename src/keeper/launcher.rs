@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerStatus, DynamicBackgroundWorker};
 use pgrx::prelude::*;
+use randflake::decisions::keeper_report::KeeperState;
 
 use super::worker;
-use crate::keeper_report::KeeperState;
 use crate::node_config;
 use crate::pg::bgworker::Worker;
 use crate::pg::{backend, bgworker, transaction};

@@ -3,9 +3,9 @@
 //! checks and renews the lease and publishes it to the backends through `shmem::lease_board`.
 #![forbid(unsafe_code)]
 
-mod holder;
 mod launcher;
 mod runtime;
+mod server_identity;
 mod worker;
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The lease keeper: a background worker, started by the launcher, that runs the crate's keeper
-//! machine (`randflake::keeper`) once a second over this server's lease table, through SQL, and
-//! its shared memory, and reports what it did.
+//! machine (`randflake::decisions::keeper`) once a second over this server's lease table, through
+//! SQL, and its shared memory, and reports what it did.
 //!
 //! All of its SQL runs in its own short, bounded transactions, never in a caller's, so a user's
 //! rollback can neither lose nor duplicate a lease. A commit counts as durable only when the
@@ -16,12 +16,12 @@ use std::time::Duration;
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use pgrx::spi::quote_qualified_identifier;
-use randflake::keeper::{Board, Keeper, LeaseKey, NodeSource, Outcome, StoreError, Withdrawal};
+use randflake::decisions::keeper::{Board, Keeper, LeaseKey, NodeSource, Outcome, StoreError, Withdrawal};
+use randflake::decisions::keeper_report::KeeperState;
 use randflake::{Lease, Terms, HIGH_WATER_LEAD, MAX_SECOND};
 
-use super::{holder, runtime};
-use crate::keeper_report::KeeperState;
-use crate::lease_table::{EvidenceReader, SqlStore};
+use super::{runtime, server_identity};
+use crate::lease_table::{EvidenceReader, KeeperStore};
 use crate::node_config;
 use crate::pg::{backend, bgworker, clock};
 use crate::shmem::{keeper_board, lease_board};
@@ -53,16 +53,16 @@ fn give_up_keeper_place() {
 
 struct KeeperWorker {
     machine: Keeper,
-    store: SqlStore,
+    store: KeeperStore,
     /// The last failure logged, so that a lasting one is logged once, not every second.
     last_failure: Option<String>,
 }
 
 impl KeeperWorker {
     fn new() -> Self {
-        let identity = holder::identity();
+        let identity = server_identity::identity();
         let (schema, table_name) = node_config::lease_table();
-        let source = node_config::node_source(holder::fnv1a(identity.as_bytes()));
+        let source = node_config::node_source(server_identity::fnv1a(identity.as_bytes()));
         let terms = Terms {
             length: node_config::lease_seconds(),
             // A fleet member never resumes a lease after a restart (it takes a free block), so
@@ -71,14 +71,14 @@ impl KeeperWorker {
         };
         Self {
             machine: Keeper::new(source, terms),
-            store: SqlStore {
+            store: KeeperStore {
                 table: quote_qualified_identifier(schema.as_str(), table_name.as_str()),
                 evidence: EvidenceReader::new(&schema),
                 schema,
                 table_name,
                 foreign_allowed: matches!(source, NodeSource::Fleet { .. }),
                 holder: identity,
-                server_name: holder::server_name(),
+                server_name: server_identity::server_name(),
             },
             last_failure: None,
         }

@@ -4,7 +4,7 @@
 #![deny(unsafe_code)]
 
 use pgrx::prelude::*;
-use randflake::codec;
+use randflake::format::codec;
 
 use super::{plain_value, public_id};
 use crate::errors::Error;

@@ -6,7 +6,7 @@
 //! * `io`: text and binary input and output, and the casts in and out (making a key of a public
 //!   ID is decoding: `pg::decoder_grant` decides who may);
 //! * `order`: the comparison functions, `max()` and `min()`'s transition functions and the sort
-//!   support, in the order of `randflake::ordered`;
+//!   support, in the order of `randflake::format::ordered`;
 //! * `public_ids`: equality with public IDs (which makes no key, so it is everyone's) and the
 //!   hash, which is bigint's hash of the public ID;
 //! * `time`: the generator, time bounds and the decoders.

@@ -1,6 +1,6 @@
-//! The order of `randflake_key`: by second, then sequence, then node (`randflake::ordered`, which
-//! says why). Its comparison functions (btree's `FUNCTION 1` and the functions of `<`, `<=`, `>`,
-//! `>=`), the transition functions of its `max()` and `min()`, and its sort support.
+//! The order of `randflake_key`: by second, then sequence, then node (`randflake::format::ordered`,
+//! which says why). Its comparison functions (btree's `FUNCTION 1` and the functions of `<`, `<=`,
+//! `>`, `>=`), the transition functions of its `max()` and `min()`, and its sort support.
 //!
 //! The comparison functions are called for every step of an index search (a lookup by key
 //! compares it with tens of index entries) and for every key an index scan or a merge join
@@ -9,7 +9,7 @@
 
 use core::cmp::Ordering;
 
-use randflake::ordered;
+use randflake::format::ordered;
 
 use crate::pg;
 use crate::pg::entry::Arguments;
@@ -73,7 +73,7 @@ fn smaller(arguments: &Arguments) -> i64 {
     }
 }
 
-/// The key's order as sorts use it: `randflake::ordered::sort_key`, a bijection onto `u64`.
+/// The key's order as sorts use it: `randflake::format::ordered::sort_key`, a bijection onto `u64`.
 struct KeyOrder;
 
 impl UnsignedOrder for KeyOrder {

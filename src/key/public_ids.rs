@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use pgrx::prelude::*;
-use randflake::ordered;
+use randflake::format::ordered;
 
 use super::{plain_value, public_id};
 use crate::functions::randflake_from_string;

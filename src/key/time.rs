@@ -3,7 +3,8 @@
 #![forbid(unsafe_code)]
 
 use pgrx::prelude::*;
-use randflake::{ordered, Parts};
+use randflake::format::ordered;
+use randflake::Parts;
 
 use crate::errors::Error;
 use crate::functions::{timestamp_of, POSTGRES_EPOCH_UNIX_SECOND};
@@ -31,7 +32,10 @@ fn randflake_key_highest(at: TimestampWithTimeZone) -> i64 {
 }
 
 /// `bound` of the Unix second `at` falls in, or the error saying no ID carries that second.
-fn key_of_second(at: TimestampWithTimeZone, bound: fn(u64) -> Result<u64, randflake::layout::LayoutError>) -> i64 {
+fn key_of_second(
+    at: TimestampWithTimeZone,
+    bound: fn(u64) -> Result<u64, randflake::format::layout::LayoutError>,
+) -> i64 {
     let second = if at.is_infinity() {
         i64::MAX
     } else if !at.is_finite() {

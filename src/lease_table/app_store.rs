@@ -7,7 +7,7 @@
 use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
 
-use randflake::keeper::TableCheck;
+use randflake::decisions::keeper::TableCheck;
 
 use super::commit_evidence::{self, EvidenceReader};
 use super::vetting::{self, Verdict};

@@ -1,6 +1,6 @@
-//! Reading back whether the keeper's commit is durable, from the server that holds the lease
-//! table: `randflake.commit_evidence` there (for a fleet member, the foreign table imported
-//! beside the lease table). This file only reads positions; `randflake::durability` decides.
+//! Reading back whether the keeper's commit is durable, from the server that holds the lease table:
+//! `randflake.commit_evidence` there (for a fleet member, the foreign table imported beside the
+//! lease table). This file only reads positions; `randflake::decisions::durability` decides.
 //!
 //! The server the tick's transaction writes to is read in that transaction, before the commit
 //! (through postgres_fdw, on the same remote connection as the writes). After the commit
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
 use pgrx::spi::{quote_qualified_identifier, SpiError};
-use randflake::durability::{Commit, CommitEvidence, WalReading, WalServer};
-use randflake::keeper::TableCheck;
+use randflake::decisions::durability::{Commit, CommitEvidence, WalReading, WalServer};
+use randflake::decisions::keeper::TableCheck;
 
 use super::vetting::{self, Verdict};
 use crate::pg::backend;

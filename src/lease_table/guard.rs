@@ -8,7 +8,7 @@
 //!   refused;
 //! - on any other server, which may be a fleet's coordinator (its `node_source` is `fleet` or
 //!   `off`), may do what the members' statements through postgres_fdw need and no more
-//!   (`randflake::table_rules`), judged by this server's clock.
+//!   (`randflake::decisions::table_rules`), judged by this server's clock.
 //!
 //! An application lease's release (holder `app/...` becoming `released/...`) keeps its node
 //! until this server's clock plus the applications' allowance, whoever writes it: the end is set
@@ -18,7 +18,7 @@
 use pgrx::datum::TryFromDatumError;
 use pgrx::prelude::*;
 use pgrx::AllocatedByRust;
-use randflake::table_rules::{self, Row, Write};
+use randflake::decisions::table_rules::{self, Row, Write};
 
 use crate::errors::Error;
 use crate::pg::{clock, identity};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use pgrx::spi::SpiError;
-use randflake::keeper::{
+use randflake::decisions::keeper::{
     CommitEvidence, LeaseKey, LeaseStore, LeasedBlock, Outcome, StoreError, StoredLease, TableCheck,
 };
 use randflake::{Lease, Renewal};
@@ -19,7 +19,7 @@ use crate::pg::lock::TableLock;
 use crate::pg::transaction;
 
 /// The lease table, through SQL, in one transaction of the keeper at a time.
-pub struct SqlStore {
+pub struct KeeperStore {
     pub schema: String,
     pub table_name: String,
     /// The lease table, quoted for SQL.
@@ -33,20 +33,20 @@ pub struct SqlStore {
     pub server_name: String,
 }
 
-impl SqlStore {
+impl KeeperStore {
     /// Runs `body` in a transaction of its own; a transaction that `body` did not commit (it
     /// failed, or panicked) is rolled back, and the keeper stays up and tries again. `time_limit`
     /// is the tick's deadline.
     pub fn transaction(
         &mut self,
         time_limit: Duration,
-        body: impl FnOnce(&mut Self) -> randflake::keeper::Tick,
-    ) -> randflake::keeper::Tick {
+        body: impl FnOnce(&mut Self) -> randflake::decisions::keeper::Tick,
+    ) -> randflake::decisions::keeper::Tick {
         // Readings after the commit end well inside the tick's deadline.
         self.evidence.start_tick(time_limit * 3 / 4);
         transaction::start();
         let tick = PgTryBuilder::new(AssertUnwindSafe(|| body(self)))
-            .catch_others(|caught| randflake::keeper::Tick {
+            .catch_others(|caught| randflake::decisions::keeper::Tick {
                 withdrawn: None,
                 outcome: Outcome::Failed(StoreError(format!("internal error: {}", message_of(caught)))),
             })
@@ -61,7 +61,7 @@ impl SqlStore {
     }
 }
 
-impl LeaseStore for SqlStore {
+impl LeaseStore for KeeperStore {
     /// Also takes the lock the tick's statements need, waiting a bounded time: a table whose
     /// lock another session holds or awaits fails the tick, with the sessions named.
     fn check_table(&mut self) -> Result<TableCheck, StoreError> {

@@ -8,7 +8,7 @@
 //! Each statement runs marked as the extension's own: a backend-local flag, set only around
 //! this module's statements and reachable from no SQL, that the table's trigger reads. Writes
 //! without it (a role with privileges on the table, or a fleet member's through postgres_fdw)
-//! are refused, or held to the rules of `randflake::table_rules`.
+//! are refused, or held to the rules of `randflake::decisions::table_rules`.
 #![forbid(unsafe_code)]
 
 mod app_store;
@@ -27,7 +27,7 @@ use crate::pg::lock::{self, TableLock};
 pub use app_store::{AppLeaseTable, NewAppLease, StoredWindow};
 pub use commit_evidence::EvidenceReader;
 pub use guard::{authorize_write, TableUse};
-pub use keeper_store::SqlStore;
+pub use keeper_store::KeeperStore;
 
 /// How long a statement on the lease table waits for its table lock, and (as `lock_timeout`)
 /// for a row lock: a fifth of the smallest margin the keeper works with, the half of its lead a

@@ -18,7 +18,7 @@ pub mod lock;
 pub mod log_hook;
 pub mod parse_tree;
 pub mod procedure;
-pub mod shmem;
+pub mod shmem_segments;
 pub mod sort_support;
 pub mod statement;
 pub mod timeout;

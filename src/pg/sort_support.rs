@@ -1,5 +1,5 @@
 //! Sort support for a type passed by value whose order is that of an unsigned integer made from
-//! each value without loss (`randflake_key`'s: `randflake::ordered::sort_key`).
+//! each value without loss (`randflake_key`'s: `randflake::format::ordered::sort_key`).
 //!
 //! Without it, every comparison of a sort (CREATE INDEX, ORDER BY, merge joins) would call the
 //! btree comparison function through the function manager. Sorts that abbreviate (the first

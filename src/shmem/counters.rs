@@ -4,9 +4,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use randflake::backend::Event;
+use randflake::decisions::refill::Event;
 
-use crate::pg::shmem::Shared;
+use crate::pg::shmem_segments::Shared;
 
 #[derive(Default)]
 pub struct Counters {

@@ -4,10 +4,10 @@
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use randflake::decisions::keeper_report::{KeeperReport, KeeperState};
 use randflake::shared::seqlock::SeqLock;
 
-use crate::keeper_report::{KeeperReport, KeeperState};
-use crate::pg::shmem::Shared;
+use crate::pg::shmem_segments::Shared;
 
 /// Room for the cause; a longer one is cut at a character boundary.
 const CAUSE_BYTES: usize = 480;

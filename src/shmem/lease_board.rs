@@ -1,13 +1,14 @@
 //! The lease this server holds, as the keeper publishes it to every backend, and the leases the
-//! keeper wrote but never published: `randflake::shared::lease_board`, placed in shared memory.
+//! keeper wrote but never published: `randflake::shared::lease_board_protocol`, placed in shared
+//! memory.
 #![forbid(unsafe_code)]
 
-use randflake::backend::Published;
-use randflake::keeper::LeaseKey;
-use randflake::shared::lease_board::LeaseBoard;
+use randflake::decisions::keeper::LeaseKey;
+use randflake::decisions::refill::Published;
+use randflake::shared::lease_board_protocol::LeaseBoard;
 use randflake::Lease;
 
-use crate::pg::shmem::Shared;
+use crate::pg::shmem_segments::Shared;
 
 pub static BOARD: Shared<LeaseBoard> = Shared::new(c"randflake_pg lease board");
 

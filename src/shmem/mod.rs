@@ -14,7 +14,7 @@ pub mod keeper_board;
 pub mod lease_board;
 pub mod node_table;
 
-use crate::pg::shmem::Segment;
+use crate::pg::shmem_segments::Segment;
 
 /// Every segment, for `_PG_init` to request.
 pub static SEGMENTS: [&dyn Segment; 5] =

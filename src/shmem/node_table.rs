@@ -1,13 +1,13 @@
-//! The cluster-wide node table, `randflake::shared::node_table`, placed in shared memory: which
-//! process holds each node, and the last second in which each node issued IDs.
+//! The cluster-wide node table, `randflake::shared::node_table_protocol`, placed in shared memory:
+//! which process holds each node, and the last second in which each node issued IDs.
 #![forbid(unsafe_code)]
 
-use randflake::backend::NoNode;
-use randflake::shared::node_table::{Header, NodeSlot, NodeTable};
+use randflake::decisions::refill::NoNode;
+use randflake::shared::node_table_protocol::{Header, NodeSlot, NodeTable};
 use randflake::MAX_NODE;
 
 use crate::pg::backend;
-use crate::pg::shmem::{Shared, SharedArray};
+use crate::pg::shmem_segments::{Shared, SharedArray};
 
 const NODE_COUNT: usize = MAX_NODE as usize + 1;
 

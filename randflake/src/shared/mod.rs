@@ -1,6 +1,8 @@
 //! The protocols of randflake_pg's shared memory, which every process of a server reads and
-//! writes without a lock: the node table's claim and release ([`node_table`]), the sequence
-//! lock ([`seqlock`]) and the lease board behind it ([`lease_board`]).
+//! writes without a lock: the node table's claim and release ([`node_table_protocol`]), the
+//! sequence lock ([`seqlock`]) and the lease board behind it ([`lease_board_protocol`]). Each
+//! file is named for its protocol; randflake_pg's `src/shmem/` places each table and board in a
+//! segment of PostgreSQL's shared memory.
 //!
 //! Each is generic over [`Atomics`], the atomic types and fences it runs on. The extension
 //! places them in PostgreSQL's shared memory over [`StdAtomics`]; with the `loom` feature,
@@ -9,8 +11,8 @@
 //! load may return (`make loom`).
 #![forbid(unsafe_code)]
 
-pub mod lease_board;
-pub mod node_table;
+pub mod lease_board_protocol;
+pub mod node_table_protocol;
 pub mod seqlock;
 
 use core::sync::atomic::Ordering;

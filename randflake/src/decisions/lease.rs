@@ -13,7 +13,7 @@
 //!
 //! Everything here is arithmetic on Unix seconds; storing leases is the caller's business.
 
-use crate::layout::MAX_SECOND;
+use crate::format::layout::MAX_SECOND;
 
 /// How far ahead of the clock a holder that resumes its own leases (randflake_pg's range mode)
 /// keeps its high-water mark, in seconds. After a restart or crash the holder's next lease

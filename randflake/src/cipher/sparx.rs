@@ -2,13 +2,13 @@
 //!
 //! Randflake needs a permutation of 64-bit values, not a general-purpose cipher mode, so only
 //! block operations are exposed: on one block, or on many independent blocks side by side
-//! (see [`crate::words`]). Bytes are read as four big-endian 16-bit words, which is the
+//! (see [`crate::cipher::words`]). Bytes are read as four big-endian 16-bit words, which is the
 //! convention of the cipher's reference code and of every Randflake port.
 
 use core::fmt;
 
-use crate::secret::wipe;
-use crate::words::Word;
+use crate::cipher::secret::wipe;
+use crate::cipher::words::Word;
 
 const STEPS: usize = 8;
 const ROUNDS_PER_STEP: usize = 3;
@@ -113,9 +113,10 @@ impl Sparx64 {
         block_of(self.decrypt_words(words_of(block)))
     }
 
-    /// Encrypts blocks given as their four big-endian 16-bit words: one block with `u16`,
-    /// `N` blocks at once with [`Lanes<N>`](crate::words::Lanes). Always inlined, so that the
-    /// lane-wise code is compiled for the vector width of the caller (see [`crate::batch`]).
+    /// Encrypts blocks given as their four big-endian 16-bit words: one block with `u16`, `N`
+    /// blocks at once with [`Lanes<N>`](crate::cipher::words::Lanes). Always inlined, so that the
+    /// lane-wise code is compiled for the vector width of the caller (see
+    /// [`crate::cipher::batch`]).
     #[inline(always)]
     pub fn encrypt_words<W: Word>(&self, mut x: [W; 4]) -> [W; 4] {
         // The state moves as whole values, never indexed by a loop variable, so that wide words
@@ -181,7 +182,7 @@ impl fmt::Debug for Sparx64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::words::Lanes;
+    use crate::cipher::words::Lanes;
 
     #[test]
     fn arx_box_and_linear_layer_invert() {

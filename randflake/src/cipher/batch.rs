@@ -9,8 +9,8 @@
 
 use core::fmt;
 
-use crate::sparx::Sparx64;
-use crate::words::{Lanes, Word};
+use crate::cipher::sparx::Sparx64;
+use crate::cipher::words::{Lanes, Word};
 
 /// IDs encrypted per batch. A multiple of every kernel's lane count.
 pub const BATCH: usize = 64;
@@ -89,7 +89,7 @@ impl fmt::Debug for Kernel {
 
 fn encrypt_baseline(cipher: &Sparx64, raws: &[u64; BATCH]) -> [i64; BATCH] {
     #[cfg(target_arch = "x86_64")]
-    return encrypt_in_lanes::<16, crate::words::Sse2Lanes>(cipher, raws);
+    return encrypt_in_lanes::<16, crate::cipher::words::Sse2Lanes>(cipher, raws);
     #[cfg(not(target_arch = "x86_64"))]
     return encrypt_in_lanes::<16, Lanes<16>>(cipher, raws);
 }

@@ -15,8 +15,8 @@
 
 use core::fmt;
 
-use crate::invisible::is_invisible;
-use crate::layout::{EPOCH_SECOND, MAX_SECOND};
+use crate::decisions::invisible::is_invisible;
+use crate::format::layout::{EPOCH_SECOND, MAX_SECOND};
 
 /// How far ahead of the database server's clock an application's clock may run. An application
 /// issues IDs by its own clock, so a released lease keeps its node this long past the server's

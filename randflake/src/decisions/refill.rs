@@ -7,9 +7,9 @@
 
 use core::time::Duration;
 
+use crate::decisions::lease::{Lease, HIGH_WATER_LEAD};
+use crate::format::layout::{Parts, EPOCH_SECOND, MAX_SECOND};
 use crate::generator::{Generator, Refusal, Step, Window};
-use crate::layout::{Parts, EPOCH_SECOND, MAX_SECOND};
-use crate::lease::{Lease, HIGH_WATER_LEAD};
 
 /// How long a backend waits for its server's first lease since start-up before refusing.
 pub const FIRST_LEASE_WAIT: Duration = Duration::from_secs(5);

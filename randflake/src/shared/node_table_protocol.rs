@@ -8,7 +8,7 @@
 use core::sync::atomic::Ordering;
 
 use super::{Atomic, Atomics, StdAtomics};
-use crate::backend::NoNode;
+use crate::decisions::refill::NoNode;
 
 /// A slot's holder while no process holds its node. Process ids are never 0.
 const NO_HOLDER: i32 = 0;

@@ -12,7 +12,7 @@
 
 use core::cmp::Ordering;
 
-use crate::layout::{LayoutError, Parts, NODE_BITS, SEQUENCE_BITS};
+use crate::format::layout::{LayoutError, Parts, NODE_BITS, SEQUENCE_BITS};
 use crate::{MAX_NODE, MAX_SEQUENCE};
 
 const SECOND_SHIFT: u32 = NODE_BITS + SEQUENCE_BITS;

@@ -62,7 +62,7 @@ impl Parts {
     /// Checks each field against its width.
     ///
     /// ```
-    /// use randflake::{layout::LayoutError, Parts, MAX_NODE};
+    /// use randflake::{format::layout::LayoutError, Parts, MAX_NODE};
     ///
     /// assert!(Parts::new(1733706297, 42, 1).is_ok());
     /// assert_eq!(Parts::new(1733706297, MAX_NODE + 1, 0), Err(LayoutError::NodeOutOfRange(131072)));

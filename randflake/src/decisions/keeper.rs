@@ -9,7 +9,7 @@
 //! The rules that keep leases safe:
 //! 1. a lease, a renewal or a high-water mark reaches the [`Board`] (and so the backends that
 //!    issue IDs) only after the transaction that wrote it committed *durably*, as the server
-//!    holding the table shows ([`crate::durability`]): a commit it does not show durable
+//!    holding the table shows ([`crate::decisions::durability`]): a commit it does not show durable
 //!    ([`Commit::Uncertain`]) counts as not granted;
 //! 2. a lease found gone, cut short or expired in the table is withdrawn from the board before
 //!    anything else happens;
@@ -23,10 +23,10 @@
 
 use core::fmt;
 
-pub use crate::durability::{Commit, CommitEvidence};
-use crate::layout::MAX_NODE;
-use crate::lease::{Lease, Renewal, Terms};
-use crate::table_rules;
+pub use crate::decisions::durability::{Commit, CommitEvidence};
+use crate::decisions::lease::{Lease, Renewal, Terms};
+use crate::decisions::table_rules;
+use crate::format::layout::MAX_NODE;
 
 /// Where a server's nodes come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +138,8 @@ pub trait LeaseStore {
     /// after them. They only make the table grow.
     fn prune_inside(&mut self, lease: &Lease, before: u64) -> Result<(), StoreError>;
     /// Commits the transaction and, if `needs_evidence`, reads back from the server holding the
-    /// table whether the commit is durable ([`crate::durability`]); otherwise nothing is read.
+    /// table whether the commit is durable ([`crate::decisions::durability`]); otherwise nothing is
+    /// read.
     fn commit(&mut self, needs_evidence: bool) -> Result<CommitEvidence, StoreError>;
 }
 
@@ -480,8 +481,8 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::{WalReading, WalServer};
-    use crate::lease::HIGH_WATER_LEAD;
+    use crate::decisions::durability::{WalReading, WalServer};
+    use crate::decisions::lease::HIGH_WATER_LEAD;
     use std::collections::BTreeMap;
 
     const T: u64 = 1_800_000_000;

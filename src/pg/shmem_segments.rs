@@ -1,6 +1,7 @@
-//! Shared memory: values placed in PostgreSQL's shared memory under a name, each a segment of
-//! its own, requested while preloading and found or created whenever the postmaster
+//! Shared memory segments: values placed in PostgreSQL's shared memory under a name, each a
+//! segment of its own, requested while preloading and found or created whenever the postmaster
 //! (re)initialises shared memory, which it does at start-up and again after any backend crashes.
+//! The extension's boards, which are placed in them, are the top-level `shmem` module.
 //!
 //! A shared value is made only of atomics (`Sync`, nothing to drop, so no pointer into one
 //! process's memory), and starts as its `Default`: PostgreSQL forks every process from the

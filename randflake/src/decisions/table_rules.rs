@@ -14,7 +14,7 @@
 
 use core::fmt;
 
-use crate::app_lease;
+use crate::decisions::app_lease;
 
 /// How far apart the clocks of a fleet's members and its coordinator may be, in seconds. A member
 /// prunes a row only once its end is [`prune_bound`] behind its own clock, and the coordinator

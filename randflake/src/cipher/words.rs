@@ -1,11 +1,11 @@
 //! The 16-bit words SPARX computes on: one word, or many side by side.
 //!
-//! The cipher is written once over [`Word`]. `u16` runs a single block: the reference every
-//! faster path is tested against. [`Lanes`] runs `N` independent blocks, one per lane, as plain
-//! arrays with no intrinsics: the compiler turns the lane-wise loops into SIMD instructions for
-//! whatever vector width the calling function is compiled for (see [`crate::batch`]). One block
-//! is a long chain of dependent operations that leaves the CPU mostly idle, so a vector of
-//! blocks costs little more than one.
+//! The cipher is written once over [`Word`]. `u16` runs a single block: the reference every faster
+//! path is tested against. [`Lanes`] runs `N` independent blocks, one per lane, as plain arrays
+//! with no intrinsics: the compiler turns the lane-wise loops into SIMD instructions for whatever
+//! vector width the calling function is compiled for (see [`crate::cipher::batch`]). One block is a
+//! long chain of dependent operations that leaves the CPU mostly idle, so a vector of blocks costs
+//! little more than one.
 
 use core::ops::BitXor;
 

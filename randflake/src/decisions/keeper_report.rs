@@ -1,7 +1,8 @@
-//! The keeper's report: what the lease keeper is doing and why, in the words randflake_status()
-//! and errors use: the one vocabulary shared by the keeper (which reports it), shared memory
-//! (`shmem::keeper_board`, which carries it between processes) and the errors that name it. A
-//! leaf: it depends on nothing in the extension.
+//! The keeper's report: what randflake_pg's lease keeper is doing and why, in the words
+//! randflake_status() and errors use: the one vocabulary shared by the keeper (which reports
+//! it), shared memory (`shmem::keeper_board`, which carries it between processes) and the
+//! errors that name it. Beside the keeper's decisions, since all of those sit in layers of the
+//! extension below its keeper and it needs nothing from PostgreSQL.
 #![forbid(unsafe_code)]
 
 /// What the lease keeper is doing; shown by randflake_status() and in errors, with its cause.
@@ -52,13 +53,16 @@ impl KeeperState {
 /// The keeper as randflake_status() and errors report it.
 #[derive(Clone, Debug)]
 pub struct KeeperReport {
+    /// What the keeper is doing.
     pub state: KeeperState,
+    /// Why, for the states whose words name a cause ([`KeeperState::describe`]).
     pub cause: String,
     /// 0 when no keeper runs.
     pub pid: i32,
 }
 
 impl KeeperReport {
+    /// The report in words, as randflake_status() shows it.
     pub fn describe(&self) -> String {
         self.state.describe(&self.cause)
     }

@@ -9,7 +9,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use crate::codec::{self, ParseIdError};
+use crate::format::codec::{self, ParseIdError};
 
 /// A Randflake ID. Displays as its canonical string and parses from exactly that string.
 ///
@@ -59,7 +59,7 @@ mod with_serde {
     use serde::ser::{Serialize, Serializer};
 
     use super::Id;
-    use crate::codec;
+    use crate::format::codec;
 
     impl Serialize for Id {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

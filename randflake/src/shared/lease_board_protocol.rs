@@ -8,9 +8,9 @@ use core::sync::atomic::Ordering;
 
 use super::seqlock::SeqLock;
 use super::{Atomic, Atomics, StdAtomics};
-use crate::backend::Published;
-use crate::keeper::LeaseKey;
-use crate::lease::Lease;
+use crate::decisions::keeper::LeaseKey;
+use crate::decisions::lease::Lease;
+use crate::decisions::refill::Published;
 
 /// How many unconfirmed leases are remembered; an older one is forgotten, which costs only the
 /// seconds its row keeps its nodes from being leased again.
