@@ -71,7 +71,7 @@ def client(cluster: Cluster, number: int, churn: bool, stop: threading.Event, ta
             tally.error(error)
             if conn is not None and conn.closed:
                 conn = None
-            time.sleep(0.05)
+            time.sleep(0.05)  # pacing: a failed client does not spin while the server restarts
     if conn is not None:
         conn.close()
 
@@ -92,7 +92,7 @@ def parallel_reader(cluster: Cluster, stop: threading.Event, tally: Tally) -> No
                         tally.parallel_ids += made
         except psycopg.Error as error:
             tally.error(error)
-            time.sleep(0.1)
+            time.sleep(0.1)  # pacing: a failed reader does not spin while the server restarts
 
 
 def inject_faults(cluster: Cluster, clock: FakeClock | None, every: float, stop: threading.Event, tally: Tally) -> None:
@@ -151,7 +151,7 @@ def soak(duration: float, clients: int, fault_every: float, name: str = "soak") 
         started = time.monotonic()
         for thread in [*threads, faults]:
             thread.start()
-        time.sleep(duration)  # the soak's length
+        time.sleep(duration)  # a load period: the soak's length
         stop.set()
         faults.join()
         for thread in threads:

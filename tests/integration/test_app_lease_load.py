@@ -80,7 +80,7 @@ def lease_until(conn: psycopg.Connection, holder: str, until: float, stats: Coun
             if error.sqlstate not in RETRY_SQLSTATES:
                 raise
             stats["exhausted" if error.sqlstate == "53400" else "races"] += 1
-            time.sleep(0.05)
+            time.sleep(0.05)  # pacing: a refused generator does not spin
     return None
 
 
@@ -131,7 +131,9 @@ def issue(conn: psycopg.Connection, lease: tuple[int, int, int], args, secret: b
             except ErrInvalidLease:
                 ended = True
             except ErrResourceExhausted:
-                time.sleep(1 - time.time() % 1)  # the generator's own wait for the next second, as an application's
+                # Pacing: the second's sequence is used up; the generator's own wait for the next
+                # second, as an application's.
+                time.sleep(1 - time.time() % 1)
             os.write(ids, batch.tobytes())
             stats["ids"] += len(batch)
             if ended:
@@ -249,8 +251,7 @@ class Load:
                 while time.time() < self.until:
                     conn.execute("INSERT INTO made SELECT FROM generate_series(1, 100)")
                     self.inserted[member] += 100
-                    # Room for the generators on a small machine, and fewer IDs to check.
-                    time.sleep(0.005)
+                    time.sleep(0.005)  # pacing: room for the generators on a small machine, fewer IDs to check
         except BaseException as error:
             self.errors.append(error)
 

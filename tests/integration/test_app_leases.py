@@ -294,7 +294,7 @@ def test_short_leases_churn_without_overlap(pool):
                     if lease is None:
                         with lock:
                             counts["exhausted"] += 1
-                        time.sleep(0.05)
+                        time.sleep(0.05)  # pacing: a holder refused by the exhausted pool does not spin
                         continue
                     node, start, end = lease
                     window = [start, end, asked]
@@ -302,6 +302,8 @@ def test_short_leases_churn_without_overlap(pool):
                         windows[node].append(window)
                         counts["leases"] += 1
                     if rng.random() < 0.5:
+                        # A deliberate hold: extensions at random moments of the lease, up to half a
+                        # second before its end.
                         time.sleep(rng.uniform(0, max(0.0, end - 0.5 - time.time())))
                         try:
                             _, same_start, new_end = extend(conn, f"churn-{index}", node, rng.choice((1, 2)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lib.cluster import ROOT, sql_error, write_server_file
+from lib.cluster import ROOT, sql_error, wait_for, write_server_file
 
 OTHER_SECRET = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"
 
@@ -160,8 +160,6 @@ def test_reload_with_a_bad_secret_keeps_the_working_one(cluster):
 def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
     """A backend encrypts IDs in runs and serves them during the second; after a reload with a
     new secret, the very next ID, in the same second and session, is under the new secret."""
-    import time
-
     from randflake.v2 import Config, Generator, Lease
 
     secrets = [OTHER_SECRET, "0123456789abcdef0123456789abcdef"]
@@ -176,8 +174,12 @@ def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
             marker = str(100 + attempt)
             cluster.configure(f"randflake.secret = '{new}'", f"randflake.max_nodes_per_backend = {marker}")
             conn.execute("SELECT pg_reload_conf()")
-            while conn.execute("SHOW randflake.max_nodes_per_backend").fetchone()[0] != marker:
-                time.sleep(0.001)
+            wait_for(
+                lambda: conn.execute("SHOW randflake.max_nodes_per_backend").fetchone()[0] == marker,
+                10,
+                "the reload to apply",
+                interval=0.001,  # tight: the IDs before and after should fall in one second
+            )
             after_id, after_second = conn.execute(
                 "SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint"
             ).fetchone()

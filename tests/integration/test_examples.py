@@ -23,11 +23,10 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 
 import pytest
 
-from lib.cluster import ROOT, decoded_ids
+from lib.cluster import ROOT, decoded_ids, wait_for
 
 PYTHON_EXAMPLES = ROOT / "examples" / "python"
 EXAMPLES = ["python", "rust"]
@@ -299,15 +298,19 @@ def test_the_lease_client_stops_issuing_exactly_when_a_lease_it_cannot_extend_en
         dsn, key_file(tmp_path, cluster.key_hex), tmp_path, "--holder", "orders-8", "--seconds", "4", "--rate", "50"
     )
     log = tmp_path / "log"
-    deadline = time.monotonic() + 20
-    while "extended node" not in log.read_text():
-        assert client.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.05)
+
+    def extended() -> bool:
+        if "extended node" in log.read_text():
+            return True
+        assert client.poll() is None, log.read_text()
+        return False
+
+    wait_for(extended, 20, "the client to extend its lease", details=log.read_text)
     cluster.stop()
-    stopped_at = time.time()
-    while client.poll() is None:
-        assert time.time() < stopped_at + 15, "the client kept running long after its lease"
-        time.sleep(0.02)
+    try:
+        client.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the client kept running long after its lease")
     text = log.read_text()
     assert client.returncode == 3, text
     end = windows_in(text)[-1][3]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import psycopg
 import pytest
 
-from lib.cluster import Cluster, needs_postgres_fdw, port_is_free
+from lib.cluster import Cluster, needs_postgres_fdw, port_is_free, wait_for
 from lib.formation import Formation, Node, free_port, needs_pg_auto_failover
 
 pytestmark = [needs_postgres_fdw, needs_pg_auto_failover]
@@ -220,13 +220,16 @@ class Member:
         """Seconds until an insert succeeds from now (the ID it made is kept with the others)."""
         started = time.monotonic()
         with self.cluster.connect() as conn:
-            while True:
+
+            def inserted() -> bool:
                 try:
                     conn.execute("INSERT INTO made DEFAULT VALUES")
-                    return time.monotonic() - started
+                    return True
                 except psycopg.Error:
-                    assert time.monotonic() - started < timeout, self.cluster.log()[-3000:]
-                    time.sleep(0.05)
+                    return False
+
+            wait_for(inserted, timeout, f"a first ID on {self.label}", details=lambda: self.cluster.log()[-3000:])
+            return time.monotonic() - started
 
     def restart(self) -> float:
         """Restarts the member and returns the seconds from its start to its first ID."""
@@ -346,33 +349,34 @@ def hold_lease_commits(primary: Node, standby: Node) -> tuple[int, list[str]]:
     and the lease commits waiting. The caller kills the primary, then lets the receiver go on."""
     with standby.connect() as conn:
         receiver = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()[0]
-    time.sleep(max(0.0, next_renewal_due(primary, LEASE_SECONDS, 0) - 0.3 - time.time()))  # aims at the renewal: the fault must land while it commits
+    due = next_renewal_due(primary, LEASE_SECONDS, 0)
+    time.sleep(max(0.0, due - 0.3 - time.time()))  # a deliberate hold: the fault lands as the renewal commits
     os.kill(receiver, signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    waiting: list[str] = []
-    while not waiting and time.monotonic() < deadline:
-        waiting = writers_waiting_for_the_standby(primary)
-        time.sleep(0.01)
+    try:
+        waiting = wait_for(lambda: writers_waiting_for_the_standby(primary), 10, "a lease commit", interval=0.01)
+    except AssertionError:
+        waiting = []  # none in time: the test reports it, with the failover's other measurements
     return receiver, waiting
 
 
 def first_lease_write_after(node: Node, moment: float, timeout: float) -> float | None:
     """The wall-clock time of the first lease write `node` stored after `moment`
     (randflake.node_leases.renewed_at, the writing transaction's start), or None."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def first_write() -> float | None:
         try:
             with node.connect() as conn:
-                first = conn.execute(
+                return conn.execute(
                     "SELECT extract(epoch FROM min(renewed_at))::float8 FROM randflake.node_leases "
                     "WHERE renewed_at > to_timestamp(%s)", (moment,)
                 ).fetchone()[0]
-            if first is not None:
-                return first
         except psycopg.OperationalError:
-            pass
-        time.sleep(0.1)
-    return None
+            return None
+
+    try:
+        return wait_for(first_write, timeout, f"a lease write on {node.name}", interval=0.1)
+    except AssertionError:
+        return None  # none in time: the test reports it, with the failover's other measurements
 
 
 class ZombieWatch(threading.Thread):
@@ -422,7 +426,7 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
     leasers = [AppLeaser(member.cluster, f"app-{member.label}") for member in members[1:]]
     for leaser in leasers:
         leaser.start()
-    time.sleep(2)  # a load period before the first failover
+    time.sleep(2)  # a load period: the members and the application leasers run before the first failover
     run_started = time.time()
     cycles = []
     restarted_at: float | None = None
@@ -447,15 +451,16 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         writable_at = killed_at + cycle["writable"]
         cycle["app_resumed"] = {}
         for leaser in leasers:
-            deadline = time.time() + 30
-            while leaser.first_success_after(writable_at) is None and time.time() < deadline:
-                time.sleep(0.05)
-            resumed = leaser.first_success_after(writable_at)
+            try:
+                resumed = wait_for(lambda: leaser.first_success_after(writable_at), 30, f"{leaser.holder} to resume")
+            except AssertionError:
+                resumed = None  # not in time: the test reports it, with the failover's other measurements
             cycle["app_resumed"][leaser.holder] = None if resumed is None else resumed - writable_at
         if number in restarts:
             member = restarts[number]
             if restarted_at is not None:
-                time.sleep(max(0.0, restarted_at + LEASE_SECONDS + 1 - time.time()))  # the old block's lease must run out, in real time
+                # A deliberate hold: the old block's lease must run out, in real time.
+                time.sleep(max(0.0, restarted_at + LEASE_SECONDS + 1 - time.time()))
             restarted_at = time.time()
             cycle["restarted"] = member.label
             cycle["restart_to_first_id"] = member.restart()
@@ -469,7 +474,7 @@ def test_members_keep_issuing_through_three_failovers_and_never_collide(formatio
         cycle["zombie_writes"] = (watch.accepted_writes, watch.tries)
         cycle["killed_at"] = killed_at
         cycles.append(cycle)
-    time.sleep(1)  # a load period after the last failover
+    time.sleep(1)  # a load period: the members insert after the last failover
     all_refusals = refusals(members)
     inserters = [member.stop_inserting() for member in members]
     for leaser in leasers:
@@ -540,7 +545,8 @@ def test_standby_down_primary_turns_asynchronous_and_members_keep_issuing(format
 
     synchronous = standby_names()
     logs_before = {member.label: len(member.cluster.log()) for member in members}
-    time.sleep(max(0.0, next_renewal_due(primary, SHORT_LEASE_SECONDS, 1000) - 0.5 - time.time()))  # aims at the renewal: the fault must land while it commits
+    due = next_renewal_due(primary, SHORT_LEASE_SECONDS, 1000)
+    time.sleep(max(0.0, due - 0.5 - time.time()))  # a deliberate hold: the fault lands as the renewal commits
     stopped_at = time.time()
     formation.stop(standby)
     stop_took = time.time() - stopped_at
@@ -563,7 +569,7 @@ def test_standby_down_primary_turns_asynchronous_and_members_keep_issuing(format
             renewed = member.status()["renewed_at"].timestamp()
             if renewed > stopped_at and renewed not in renewals[member.label]:
                 renewals[member.label].append(renewed)
-        time.sleep(0.1)
+        time.sleep(0.1)  # poll interval: synchronous_standby_names, lease commits waiting, states, renewals
     keeper_states = {member.label: member.status()["state"] for member in members}
     down_refusals = refusals(members)
     restarted_at = time.time()
@@ -571,7 +577,7 @@ def test_standby_down_primary_turns_asynchronous_and_members_keep_issuing(format
     formation._wait(lambda: standby_names() == synchronous, 120, "synchronous replication to return")
     synchronous_again = time.time() - restarted_at
     formation.wait_healthy(60)
-    time.sleep(1)  # a load period once healthy again
+    time.sleep(1)  # a load period: the members insert once the formation is healthy again
     for member in members:
         member.stop_inserting()
     keeper_warnings = [line for member in members
@@ -610,33 +616,39 @@ def test_both_data_nodes_down_members_refuse_after_their_margin_and_resume(forma
     """Both data nodes stopped: members issue through the end of the lease they hold, then refuse
     with 55000, and resume without a restart once the formation takes writes again."""
     members = start_members(make_cluster, formation, 2, SHORT_LEASE_SECONDS, blocks=3, first_node=2000)
-    time.sleep(1)  # a load period before the data nodes stop
+    time.sleep(1)  # a load period: the members insert before the data nodes stop
     stopped_at = time.time()
     formation.stop_data_nodes()
     # What each member may still issue: through the end of the lease it holds.
     issuable = {member.label: member.status()["issuable_through"].timestamp() for member in members}
     first_refusal: dict[str, tuple] = {}
-    while len(first_refusal) < len(members):
+
+    def every_member_refused() -> bool:
         for member in members:
             if member.label not in first_refusal and member.inserter.refusals:
                 first_refusal[member.label] = member.inserter.refusals[0]
-        assert time.time() < stopped_at + SHORT_LEASE_SECONDS + 10, f"members still issuing: {first_refusal}"
-        time.sleep(0.1)
+        return len(first_refusal) == len(members)
+
+    wait_for(every_member_refused, stopped_at + SHORT_LEASE_SECONDS + 10 - time.time(), "every member to refuse",
+             interval=0.1, details=lambda: f"members still issuing: {first_refusal}")
     for node in formation.nodes:
         formation.start(node)
     restarted_at = time.time()
     primary = formation.wait_writable(120)
     writable_at = time.time()
     resumed = {}
-    while len(resumed) < len(members):
+
+    def every_member_resumed() -> bool:
         for member in members:
             refused_last = member.inserter.refusals[-1][0]
             after = [at for at in member.inserter.confirmed if at > refused_last]
             if member.label not in resumed and after:
                 resumed[member.label] = after[0]
-        assert time.time() < writable_at + 30, f"members did not resume: {resumed}"
-        time.sleep(0.1)
-    time.sleep(1)  # a load period after resuming
+        return len(resumed) == len(members)
+
+    wait_for(every_member_resumed, 30, "every member to resume", interval=0.1,
+             details=lambda: f"members did not resume: {resumed}")
+    time.sleep(1)  # a load period: the members insert after resuming
     inserters = {member.label: member.stop_inserting() for member in members}
 
     print(f"\nboth data nodes stopped; lease {SHORT_LEASE_SECONDS} s")

@@ -219,8 +219,8 @@ def test_the_keepers_database_dropped_and_created_again(make_cluster):
         )
         assert status(admin)["keeper_pid"] is None
         # Not a wait for an event: with no keeper running nothing counts ticks, and the launcher,
-        # which looks for the database every keeper tick, counts none; many of its looks.
-        time.sleep(3)
+        # which looks for the database every keeper tick, counts none.
+        time.sleep(3)  # a deliberate hold: many of the launcher's looks for the missing database
         warnings = cluster.log()[logged_before:].count('database "app" (randflake.database) does not exist')
         assert warnings == 1, f"{warnings} warnings while the database was gone: {state}"
 

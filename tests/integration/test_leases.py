@@ -116,9 +116,8 @@ def test_node_source_off_issues_nothing_and_leases_nothing(make_cluster):
         error = sql_error(conn, "SELECT randflake_next()")
         assert error.sqlstate == "55000"
         assert "randflake.node_source is off" in error.diag.message_primary
-        # No keeper runs, so there is no tick to wait for: a hold in which a keeper would have
-        # leased, had one started.
-        time.sleep(1.5)
+        # No keeper runs, so there is no tick to wait for.
+        time.sleep(1.5)  # a deliberate hold: a keeper would have leased by now, had one started
         assert conn.execute("SELECT count(*) FROM randflake.node_leases").fetchone()[0] == 0
         assert conn.execute(
             "SELECT node_source, state, keeper_pid, keeper_ticks FROM randflake_status()"

@@ -203,15 +203,18 @@ def status(conn: psycopg.Connection) -> dict:
     return {name: (value.timestamp() if hasattr(value, "timestamp") else value) for name, value in values.items()}
 
 
-def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
+def wait_for(condition, timeout: float, what: str, interval: float = 0.05, details=None):
     """Polls `condition` until it returns something truthy, and returns that; fails after
-    `timeout` seconds naming `what` it waited for."""
+    `timeout` seconds naming `what` it waited for, and with what `details()` says then, if given
+    (a log's tail, the last error: what the report needs to tell why)."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
         if result:
             return result
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}" + (
+            "" if details is None else f": {details()}"
+        )
         time.sleep(interval)
 
 

@@ -42,7 +42,7 @@ import pytest
 
 if not __package__:  # run as a program: the suites' directory, whose lib/ this is, goes on the path
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from lib.cluster import DIR_PREFIX, owner_ids, pg_config, ports  # noqa: E402
+from lib.cluster import DIR_PREFIX, owner_ids, pg_config, ports, wait_for  # noqa: E402
 
 PG_AUTOCTL = shutil.which("pg_autoctl") or "/usr/bin/pg_autoctl"
 
@@ -437,17 +437,17 @@ class Formation:
             return False
 
     def _wait(self, condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        """wait_for, with a node that does not answer yet taken as a no, and the monitor's states
+        and every log in the report of a timeout."""
+
+        def answered() -> bool:
             try:
-                if condition():
-                    return
+                return condition()
             except psycopg.OperationalError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out after {timeout} s waiting for {what}; monitor says "
-                                   f"{self._safe_states()}\n{self.logs()}")
-            time.sleep(interval)
+                return False
+
+        wait_for(answered, timeout, what, interval,
+                 details=lambda: f"monitor says {self._safe_states()}\n{self.logs()}")
 
     def _safe_states(self) -> object:
         try:
@@ -495,7 +495,7 @@ def measure_failover(formation: Formation) -> dict[str, float]:
         if "writable" not in marks and Formation._ping(new, target_session_attrs="read-write"):
             marks["writable"] = time.monotonic() - start
         assert time.monotonic() - start < 180, f"no failover after 180 s: {states}"
-        time.sleep(0.05)
+        time.sleep(0.05)  # poll interval: the new primary's states and its first read-write session, each timed
     marks.setdefault("decided", marks["promoted"] if "promoted" in marks else marks["writable"])
     restarted = time.monotonic()
     formation.start(old)

@@ -48,7 +48,7 @@ class Inserter:
                 except psycopg.Error as error:
                     # Refusing to issue is the right answer while no lease can be renewed.
                     (self.refusals if error.sqlstate == "55000" else self.failures).append(str(error))
-                    time.sleep(0.1)
+                    time.sleep(0.1)  # pacing: a refused session does not spin
 
     def count(self) -> int:
         with self.lock:

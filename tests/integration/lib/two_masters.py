@@ -50,14 +50,14 @@ def insert_under_load(servers: dict[str, Cluster], fall_behind: Callable[[], Non
                     with lock:
                         inserted[side] += batch
                     batch = 1 if batch >= largest_batch else batch * 3
-                    time.sleep(pause)  # pacing, with growing batches
+                    time.sleep(pause)  # pacing: as the caller asks, so that the other side's apply keeps up
         except BaseException as error:  # reported by the caller, with the server logs
             failures.append(error)
 
     workers = [threading.Thread(target=insert, args=(side, s)) for side in RANGES for s in range(SESSIONS_PER_SIDE)]
     for worker in workers:
         worker.start()
-    time.sleep(LOAD_SECONDS / 3)  # a load period before one side falls behind
+    time.sleep(LOAD_SECONDS / 3)  # a load period: both sides insert before one falls behind
     fall_behind()
     for worker in workers:
         worker.join()
