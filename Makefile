@@ -63,7 +63,9 @@ MAJOR_SENSITIVE_TESTS = $(addprefix tests/integration/test_,$(addsuffix .py, \
 	lifecycle leases keeper clock nodes replica upgrade configuration secret concurrency fleet \
 	durability multimaster pg_upgrade sql_reference accessors app_leases script_hijack sql_edition))
 
-.PHONY: help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean style clippy suites-without-server
+# Each target's prerequisites are stages run in the order written.
+.NOTPARALLEL:
+.PHONY: sentinel-start sentinel-check suites help deps build install stage package package-all install-package docs demo demo-stop demo-fleet check test test-all test-server unit loom mutants glue-unit lint pgtest server-tests test-under-load installcheck bench bench-scale sql-edition-pgtle soak fuzz clean style clippy suites-without-server
 
 help:
 	@echo "Every target works on PostgreSQL $(SUPPORTED_MAJORS); PG_MAJOR=N picks one (default 15)."
@@ -93,18 +95,24 @@ help:
 	@echo "make bench-scale   inserts as the tables outgrow shared_buffers, lookups and remedies (hours)"
 	@echo "make soak          load with kill -9, restarts and clock steps; SOAK_ARGS=\"--duration 600 --clients 32\""
 	@echo "make fuzz          every cargo-fuzz target of the randflake crate for FUZZ_SECONDS (default 600) each"
-	@echo "The stages make test runs, each a target of its own:"
+	@echo "The stages of make test, in its order, each a target of its own:"
 	@echo "make style         cargo fmt --check of both crates and the fuzz targets, the module rules, the holder-name table"
+	@echo "make install       (above)"
+	@echo "make sentinel-start  a server on the installed library, which the stages after it must leave unharmed"
+	@echo "make install-package  make package, checked and unpacked into the stage the server suites run from"
+	@echo "make suites        server-tests, with BESIDE_SERVER_TESTS (make test: suites-without-server; else pgtest) beside them"
+	@echo "make sentinel-check  the debug build installed over the sentinel's library, the sentinel checked, the release build put back"
+	@echo "What suites runs:"
+	@echo "make server-tests  pg_regress and the integration suites against the stage (PYTEST_ARGS picks files)"
+	@echo "make suites-without-server  clippy, unit, glue-unit, loom, pgtest and fuzz for 20 s a target, one after another"
 	@echo "make clippy        clippy with warnings denied on both crates, the #[pg_test]s included"
 	@echo "make unit          the pure crate's tests and both simulations, then each simulation with its rule off (must fail)"
 	@echo "make glue-unit     the extension's tests that need no server (settings' checks, the error table)"
 	@echo "make pgtest        the #[pg_test]s, in a PostgreSQL stage of their own"
-	@echo "make suites-without-server  clippy, unit, glue-unit, loom, pgtest and a short fuzz, as make test runs them"
+	@echo "Others:"
+	@echo "make test-server   install, install-package and suites: one major's server-level suites (test-all's later majors)"
 	@echo "make build         the release build of the extension, without installing it"
 	@echo "make stage         target/stage/pgN/: the suites' own copy of PostgreSQL PG_MAJOR"
-	@echo "make install-package  make package, checked and unpacked into the stage the server suites run from"
-	@echo "make server-tests  pg_regress and the integration suites against the stage (PYTEST_ARGS picks files)"
-	@echo "make test-server   install-package, then server-tests with BESIDE_SERVER_TESTS (default pgtest) running beside them"
 	@echo "make clean         cargo clean, and the test, demo and scratch clusters removed"
 	@echo "make help          this list"
 
@@ -114,8 +122,11 @@ deps:
 build: deps
 	cargo build --release --features pg$(PG_MAJOR) --no-default-features
 
+# The release build, installed into PG_CONFIG's server (install, and make test's last stage).
+INSTALL_RELEASE = cargo pgrx install --release --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features
+
 install: deps
-	cargo pgrx install --release --pg-config $(PG_CONFIG) --features pg$(PG_MAJOR) --no-default-features
+	$(INSTALL_RELEASE)
 
 package: deps
 	@tools/package.sh $(PG_CONFIG) $(PG_MAJOR)
@@ -143,41 +154,54 @@ demo-stop:
 demo-fleet: install
 	@tools/demo-fleet.sh $(DEMO_FLEET_DIR) $(DEMO_FLEET_PORT)
 
-# The sentinel is a server on the installed library, started before the suites and checked after
-# them and after installing a different build over it (the debug one `make pgtest` built, so that
-# it costs no build of its own): same postmaster, no crash. The suites that need no server of the
-# packaged build run beside the integration suites (test-server), so that one lane's stretches on
-# a single core (a link, a simulation, a test waiting on its servers) leave no core idle.
-test: deps
-	$(MAKE) --no-print-directory style
-	$(MAKE) --no-print-directory install
+# make test is these stages, in this order, in one make (so that each runs once: the release
+# build is built once, deps run once), each a target of its own that make help names:
+#   style           formatting and the module rules, seconds, before any build;
+#   install         the release build, installed;
+#   sentinel-start  a server on the installed library, as a DBA's would be;
+#   install-package the package built, checked and unpacked into the stage the suites run from;
+#   suites          the server-level suites (server-tests), with the suites that need no server of
+#                   the package (suites-without-server) running beside them (tools/beside.sh), so
+#                   that either lane's stretches on a single core leave no core idle;
+#   sentinel-check  a different build installed over the sentinel's library (the debug one pgtest
+#                   built, so that it costs no build of its own), the sentinel checked (same
+#                   postmaster, no crash), and the release build put back.
+# A stage that fails stops the run; the sentinel is removed on the way out.
+test: BESIDE_SERVER_TESTS = suites-without-server
+test: deps style install sentinel-start install-package suites sentinel-check
+
+sentinel-start:
 	@tests/sentinel.sh start $(SENTINEL_DIR) $(SENTINEL_PORT)
-	$(MAKE) --no-print-directory test-server BESIDE_SERVER_TESTS=suites-without-server || \
-		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+
+sentinel-check:
 	cargo pgrx install --pg-config $(PG_CONFIG) --features "pg$(PG_MAJOR) pg_test" --no-default-features || \
 		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
 	@tests/sentinel.sh check $(SENTINEL_DIR)
-	$(MAKE) --no-print-directory install
+	$(INSTALL_RELEASE)
 
-# The suites of make test that need no server of the packaged build.
-suites-without-server:
-	$(MAKE) --no-print-directory clippy unit glue-unit loom pgtest
-	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+# The suites of make test that need no server of the packaged build, one after another; the fuzz
+# targets for 20 s each.
+suites-without-server: FUZZ_SECONDS = 20
+suites-without-server: clippy unit glue-unit loom pgtest fuzz
 
-# The server-level suites of one major: the package's pg_regress and integration suites, with
-# BESIDE_SERVER_TESTS (make targets; #[pg_test] by default, which has a stage of its own) running
-# at the same time (tools/beside.sh), its output printed after theirs.
+# The server-level suites of one major (server-tests: the package's pg_regress and integration
+# suites), with BESIDE_SERVER_TESTS (make targets; #[pg_test] by default, which has a stage of its
+# own) running at the same time, its output printed after theirs. A failure removes the sentinel,
+# if make test started one.
 BESIDE_SERVER_TESTS ?= pgtest
-test-server: install install-package
+suites:
 	@tools/beside.sh target/test-logs/beside-pg$(PG_MAJOR).log \
-		"$(MAKE) --no-print-directory $(BESIDE_SERVER_TESTS)" "$(MAKE) --no-print-directory server-tests"
+		"$(MAKE) --no-print-directory $(BESIDE_SERVER_TESTS)" "$(MAKE) --no-print-directory server-tests" || \
+		{ tests/sentinel.sh destroy $(SENTINEL_DIR); exit 1; }
+
+# One major's server-level suites on its package: what test-all runs on the majors after the first.
+test-server: install install-package suites
 
 # The first major gets every suite; the others what can differ between majors (the sentinel
 # checks how files are installed, which no major changes), and the newest also a pg_upgrade
 # from an older 15 (tools/upgrade-source.sh) with the first's packaged build. Each major's
 # pg_config is named explicitly, since this make's own is exported.
-test-all:
-	$(MAKE) --no-print-directory test
+test-all: test
 	set -e; for major in $(filter-out $(PG_MAJOR),$(SUPPORTED_MAJORS)); do \
 		config=$$(tools/postgres-major.sh pg-config $$major); \
 		upgrade_from=; [ $$major != $(lastword $(SUPPORTED_MAJORS)) ] || upgrade_from=$$(tools/upgrade-source.sh $(STAGE)); \
@@ -186,8 +210,7 @@ test-all:
 	done
 
 # The fast loop: what needs neither a build of the extension for a server nor a server.
-check: style
-	$(MAKE) --no-print-directory unit glue-unit
+check: style unit glue-unit
 
 # The pure crate's tests, the fleet and application lease simulations among them; then each
 # simulation again with its durability rule switched off, where it must find a duplicate.

@@ -135,6 +135,8 @@ EDITION_STATEMENTS = {
     "INSERT, key randflake_next()": "INSERT INTO edition_keyed DEFAULT VALUES",
 }
 EDITION_STATEMENTS_FEWER, EDITION_STATEMENTS_MORE = 50, 250
+# SELECT randflake_next()'s count for 0.6.0's edition as first written (docs/managed-postgresql.md).
+EDITION_INSTRUCTIONS_0_6_0 = 339_200
 
 
 def add_uuidv7() -> None:
@@ -793,10 +795,16 @@ def report_sql_edition(results: dict) -> list[tuple[str, bool, str]]:
         for name, count in instructions.items():
             print(f"    {name:40} {count:>12,.0f}")
     share = ratio(edition["randflake_sql randflake_next()"][tps], uuid[tps])
-    # 0.6.0's rate, measured quiet (docs/managed-postgresql.md#performance): what the edition's
-    # hardening may not cost. The edition's own goal, 0.6x, is out of PL/pgSQL's reach (same page).
-    return [(f"SQL edition INSERT tps >= 0.39x gen_random_uuid() at {EDITION_CLIENTS} clients (0.6.0's, quiet)",
-             share >= 0.39, f"{share:.2f}x")]
+    # What the edition's hardening may not cost: 0.6.0's rate, measured quiet, and its
+    # instructions per call, counted the same way (docs/managed-postgresql.md#performance). The
+    # edition's own goal, 0.6x, is out of PL/pgSQL's reach (same page).
+    targets = [(f"SQL edition INSERT tps >= 0.39x gen_random_uuid() at {EDITION_CLIENTS} clients (0.6.0's, quiet)",
+                share >= 0.39, f"{share:.2f}x")]
+    if instructions:
+        count = instructions["SELECT randflake_next()"]
+        targets.append((f"SQL edition SELECT randflake_next() <= {EDITION_INSTRUCTIONS_0_6_0:,} backend instructions "
+                        "(0.6.0 as first written)", count <= EDITION_INSTRUCTIONS_0_6_0, f"{count:,.0f}"))
+    return targets
 
 
 def report_core(results: dict) -> list[tuple[str, bool, str]]:

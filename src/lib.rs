@@ -2,8 +2,8 @@
 //!
 //! The format, the generator state machine and lease arithmetic live in the pure `randflake`
 //! crate; this crate is the PostgreSQL side. PostgreSQL's internals are behind `pg`, the one
-//! module with hand-written `unsafe` (with one entry point of `functions`); every other module
-//! forbids it. docs/architecture.md maps the modules.
+//! module with hand-written `unsafe`; every other module forbids it (or denies it, where
+//! `pg`'s entry macros write the only items that allow it). docs/architecture.md maps the modules.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
@@ -37,9 +37,9 @@ pgrx::extension_sql_file!(
     name = "comments_and_grants_0_1_0",
     requires = [
         "randflake_next",
-        functions::randflake_decode,
-        functions::randflake_to_string,
-        functions::randflake_from_string
+        functions::decoding::randflake_decode,
+        functions::strings::randflake_to_string,
+        functions::strings::randflake_from_string
     ]
 );
 pgrx::extension_sql_file!(
@@ -57,9 +57,9 @@ pgrx::extension_sql_file!(
     name = "upgrade_to_0_4_0",
     requires = [
         "upgrade_to_0_3_0",
-        functions::randflake_timestamp,
-        functions::randflake_node_id,
-        functions::randflake_sequence
+        functions::decoding::randflake_timestamp,
+        functions::decoding::randflake_node_id,
+        functions::decoding::randflake_sequence
     ]
 );
 pgrx::extension_sql_file!(
@@ -67,10 +67,10 @@ pgrx::extension_sql_file!(
     name = "upgrade_to_0_5_0",
     requires = [
         "upgrade_to_0_4_0",
-        functions::randflake_lease_acquire,
-        functions::randflake_lease_extend,
-        functions::randflake_lease_release,
-        functions::randflake_app_leases
+        functions::leases::randflake_lease_acquire,
+        functions::leases::randflake_lease_extend,
+        functions::leases::randflake_lease_release,
+        functions::leases::randflake_app_leases
     ]
 );
 pgrx::extension_sql_file!(

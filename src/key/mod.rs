@@ -23,10 +23,10 @@ use crate::secret;
 
 /// The public ID of a key: what its text and binary forms show and what it is compared with.
 fn public_id(key: i64) -> i64 {
-    secret::with_cipher(|cipher| cipher.encrypt_raw(key as u64)).unwrap_or_else(|error| error.raise())
+    secret::with_cipher_or_raise(|cipher| cipher.encrypt_raw(key as u64))
 }
 
 /// The plain value of a public ID: what a key of it holds.
 fn plain_value(id: i64) -> u64 {
-    secret::with_cipher(|cipher| cipher.decrypt_raw(id)).unwrap_or_else(|error| error.raise())
+    secret::with_cipher_or_raise(|cipher| cipher.decrypt_raw(id))
 }

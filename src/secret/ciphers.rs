@@ -73,6 +73,12 @@ pub fn with_cipher<R>(f: impl FnOnce(&IdCipher) -> R) -> Result<R, Error> {
     })
 }
 
+/// Runs `f` with the configured cipher, or raises the error saying why there is none: what the
+/// SQL functions that encrypt or decrypt one value do.
+pub fn with_cipher_or_raise<R>(f: impl FnOnce(&IdCipher) -> R) -> R {
+    with_cipher(f).unwrap_or_else(|error| error.raise())
+}
+
 /// Why this process cannot issue or decode an ID, in words: no secret, or two; `None` when it
 /// has one to key its cipher with.
 pub fn cannot_issue_because() -> Option<String> {

@@ -9,4 +9,4 @@ pub mod log_redaction;
 pub mod settings;
 pub mod sql_routes;
 
-pub use ciphers::{cannot_issue_because, redact, version, with_cipher};
+pub use ciphers::{cannot_issue_because, redact, version, with_cipher, with_cipher_or_raise};

@@ -995,7 +995,7 @@ def test_what_the_predefined_roles_can_do(edition):
     with cluster.connect("predefined", "writer_member") as conn:
         conn.execute("SELECT setval('randflake.node_700', 0)")
         conn.execute("BEGIN")
-        assert conn.execute("SELECT node FROM randflake.node_rollover FOR NO KEY UPDATE").fetchall() == [(700,)]
+        assert conn.execute("UPDATE randflake.node_rollover SET node = 700").rowcount == 1  # a row lock, held
         conn.execute("ROLLBACK")
 
 
