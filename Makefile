@@ -166,7 +166,8 @@ demo-fleet: install
 #   sentinel-check  a different build installed over the sentinel's library (the debug one pgtest
 #                   built, so that it costs no build of its own), the sentinel checked (same
 #                   postmaster, no crash), and the release build put back.
-# A stage that fails stops the run; the sentinel is removed on the way out.
+# A stage that fails stops the run; from suites on, a failure also removes the sentinel (a sentinel
+# left by an earlier stop is removed when the next run starts one).
 test: BESIDE_SERVER_TESTS = suites-without-server
 test: deps style install sentinel-start install-package suites sentinel-check
 
