@@ -723,6 +723,8 @@ RETURNS TABLE (node_source text, state text, first_node integer, last_node integ
                lease_refusals bigint, keeper_pid integer, keeper_ticks bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    now_offset bigint;  -- the clock, read once rather than for each node
 BEGIN
     -- The columns of the native randflake_status(); what the edition has no counterpart for
     -- (leases, a keeper, counters in shared memory) is NULL.
@@ -736,10 +738,10 @@ BEGIN
         state := 'active';
         -- Sessions hold no node: the nodes in use are those that made IDs in this second or the
         -- one before, by their records.
+        now_offset := randflake.clock_second() - randflake.epoch_second();
         SELECT pg_catalog.count(*)::integer INTO nodes_in_use
           FROM pg_catalog.generate_series(first_node, last_node) AS n
-         WHERE COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(n)), 0) >> 33
-               >= randflake.clock_second() - randflake.epoch_second() - 1;
+         WHERE COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(n)), 0) >> 33 >= now_offset - 1;
         nodes_free := last_node - first_node + 1 - nodes_in_use;
     END IF;
     RETURN NEXT;
