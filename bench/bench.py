@@ -368,10 +368,7 @@ class Bench:
         databases = {"postgres": conn, EDITION_DB: psycopg.connect(
             host=self.args.host, port=self.args.port, user="postgres", dbname=EDITION_DB, autocommit=True)}
         edition = databases[EDITION_DB]
-        edition.execute(self.args.edition_script.read_text())
-        with edition.cursor() as cursor, cursor.copy("COPY randflake.secret (secret_hex) FROM STDIN") as copy:
-            copy.write_row((os.urandom(16).hex(),))
-        edition.execute("SELECT randflake.check_secret(), randflake.configure(130000, 130999)")
+        self.install_edition(edition, 130000, 130999)
         n = self.args.edition_rows
         per_id: dict[str, list[float]] = {name: [] for name in EDITION_CONTENDERS}
         for round_number in range(self.args.rounds):
@@ -402,6 +399,14 @@ class Bench:
         if shutil.which("valgrind"):
             self.results["sql_edition_instructions"] = self.edition_instructions()
 
+    def install_edition(self, conn: psycopg.Connection, first_node: int, last_node: int) -> None:
+        """The edition's script (--edition-script) in `conn`'s database, with a fresh secret and
+        nodes `first_node`..`last_node`."""
+        conn.execute(self.args.edition_script.read_text())
+        with conn.cursor() as cursor, cursor.copy("COPY randflake.secret (secret_hex) FROM STDIN") as copy:
+            copy.write_row((os.urandom(16).hex(),))
+        conn.execute("SELECT randflake.check_secret(), randflake.configure(%s, %s)", (first_node, last_node))
+
     def edition_instructions(self) -> dict[str, float]:
         """EDITION_STATEMENTS' backend instructions per statement, on a cluster of its own (a
         single-user backend needs its cluster stopped) with the edition installed in its
@@ -409,10 +414,7 @@ class Bench:
         directory = f"{self.args.many_dir}-callgrind"
         with ScratchCluster(directory, self.args.many_port, []) as cluster:
             with cluster.connect() as conn:
-                conn.execute(self.args.edition_script.read_text())
-                with conn.cursor() as cursor, cursor.copy("COPY randflake.secret (secret_hex) FROM STDIN") as copy:
-                    copy.write_row((os.urandom(16).hex(),))
-                conn.execute("SELECT randflake.check_secret(), randflake.configure(0, 1023)")
+                self.install_edition(conn, 0, 1023)
                 conn.execute(f"CREATE TABLE uuid_keyed ({KEYS['gen_random_uuid()']}, payload int)")
                 conn.execute(f"CREATE TABLE edition_keyed ({KEYS['randflake_next()']}, payload int)")
             cluster.script("stop")
