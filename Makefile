@@ -222,11 +222,13 @@ unit:
 
 # The model check of the shared-memory protocols (randflake::shared) under loom, which the dev
 # profile optimises (Cargo.toml); then again with the sequence lock's reader weakened, where it
-# must find a torn read. Not in `unit`: building loom takes longer than the fast loop should
+# must find a torn read, and with the server position's clock rule off, where it must find values
+# handed out twice. Not in `unit`: building loom takes longer than the fast loop should
 # (docs/development.md); `test` runs it.
 loom:
 	cargo test -p randflake --features loom --test shared_memory_model
 	cargo test -p randflake --features "loom fault-seqlock-relaxed-reader" --test shared_memory_model
+	cargo test -p randflake --features "loom fault-position-rewinds" --test shared_memory_model
 
 # Mutation testing of the pure crate's decision files (tools/mutants.sh;
 # MUTANTS_FILES="decisions/keeper ..." for some of them). Hours on two cores: neither make test

@@ -106,8 +106,8 @@ pub enum Step {
 
 /// Why no ID can be issued at this clock reading. Nothing changed, and a later call may succeed. A
 /// [`Generator`] refuses for its clock and its window: the first four; a process following a
-/// server's lease ([`crate::decisions::refill::Backend`]) also for want of a lease or a node, and
-/// there the window is the lease's.
+/// server's lease ([`crate::decisions::refill::Backend`]) also for want of a lease, and there the
+/// window is the lease's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The clock reads before the window's first second (a lease not started yet).
@@ -125,7 +125,7 @@ pub enum Refusal {
         last: u64,
     },
     /// The clock reads earlier than a second already used by this generator or by the previous
-    /// holder of its node (or, for a backend, by any process of its server).
+    /// holder of its node (for a backend, by its server).
     ClockBehind {
         /// The clock reading.
         now: u64,
@@ -139,13 +139,6 @@ pub enum Refusal {
     },
     /// The server holds no lease.
     NoLease,
-    /// Every node of the lease is held by another process.
-    NoFreeNode {
-        /// First node of the lease.
-        first: u32,
-        /// Last node of the lease.
-        last: u32,
-    },
 }
 
 impl fmt::Display for Refusal {
@@ -162,7 +155,6 @@ impl fmt::Display for Refusal {
             }
             Self::PastLastSecond { now } => write!(f, "second {now} is past the last an ID can carry"),
             Self::NoLease => f.write_str("the server holds no lease"),
-            Self::NoFreeNode { first, last } => write!(f, "every node of {first}..{last} is held"),
         }
     }
 }

@@ -4,21 +4,24 @@
 //!
 //! `make loom` runs it: `cargo test -p randflake --release --features loom --test
 //! shared_memory_model`, then again with the sequence lock's reader weakened
-//! (`--features loom,fault-seqlock-relaxed-reader`), where the check must find torn reads.
+//! (`--features loom,fault-seqlock-relaxed-reader`), where the check must find torn reads, and
+//! with the server position's clock rule off (`--features loom,fault-position-rewinds`), where it
+//! must find values handed out twice.
 #![cfg(feature = "loom")]
 
 use std::sync::atomic::Ordering;
 
-use loom::cell::UnsafeCell;
+use std::ops::Range;
+
 use loom::sync::Arc;
 use loom::thread;
 
-use randflake::decisions::refill::{NoNode, Published};
+use randflake::decisions::refill::Published;
 use randflake::shared::lease_board_protocol::LeaseBoard;
-use randflake::shared::node_table_protocol::{Header, NodeSlot, NodeTable};
 use randflake::shared::seqlock::SeqLock;
+use randflake::shared::server_position::{NodeSpan, ServerPosition, Take};
 use randflake::shared::{Atomics, LoomAtomics};
-use randflake::Lease;
+use randflake::{Lease, Parts, MAX_SEQUENCE};
 
 /// Runs `check` in every interleaving with up to `LOOM_MAX_PREEMPTIONS` (default 2) threads
 /// switched away from while they could still run: loom's usual bound, which keeps three
@@ -127,87 +130,110 @@ fn writers_take_turns() {
     });
 }
 
-/// Three backends take the one node of a range, each at its own second, issue in that second
-/// and give it back. The node never has two holders (each holder writes the node's state
-/// without a lock, which loom reports as a data race unless the holders are ordered one after
-/// the other), and each holder learns the last second every earlier holder issued in, so never
-/// issues in it again.
+/// The server's position with `values` of second `T` in `SPAN` already handed out, and the
+/// run that handed them out.
+fn position_after(values: u32) -> (Arc<ServerPosition<LoomAtomics>>, Range<u64>) {
+    let position = Arc::new(ServerPosition::<LoomAtomics>::default());
+    let Take::Run { first, count } = position.take(T, SPAN, values) else { panic!("nothing taken") };
+    assert_eq!(count, values);
+    (position, first..first + u64::from(count))
+}
+
+const T: u64 = 1_800_000_000;
+/// Two nodes, above node 0, so that a second begun at node 0 would show.
+const SPAN: NodeSpan = NodeSpan { first: 3, last: 4 };
+
+/// The values a take handed out (none for a refusal or a used-up second).
+fn values(take: Take) -> Range<u64> {
+    match take {
+        Take::Run { first, count } => first..first + u64::from(count),
+        Take::SecondUsedUp | Take::Ahead { .. } => 0..0,
+    }
+}
+
+/// Asserts that no value is in two of `runs`.
+fn disjoint(runs: &[Range<u64>]) {
+    for (index, run) in runs.iter().enumerate() {
+        for other in &runs[index + 1..] {
+            assert!(run.end <= other.start || other.end <= run.start, "values handed out twice: {run:?} and {other:?}");
+        }
+    }
+}
+
+/// Two backends take runs of second `T`, one running on from the first node into the next, while
+/// a third, its clock a second later, begins `T + 1`. No value is handed out twice; a take of `T`
+/// after the roll-over is told the server is ahead, never moved back. With the rule switched off
+/// (`fault-position-rewinds`: a position ahead of the caller's clock is moved back to its second)
+/// the check must find values handed out twice.
 #[test]
-fn a_node_has_one_holder_and_learns_its_last_second() {
+#[cfg_attr(feature = "fault-position-rewinds", should_panic(expected = "values handed out twice"))]
+fn runs_taken_around_a_roll_over_are_handed_out_once() {
     model(|| {
-        let table = Arc::new(OneNode::default());
-        let backends: Vec<_> = (1..=3)
-            .map(|pid| {
-                let table = Arc::clone(&table);
-                thread::spawn(move || {
-                    let now = 10 + u64::from(pid as u32);
-                    let nodes = NodeTable::new(&table.header, &table.slots);
-                    match nodes.acquire(0, 0, now, pid) {
-                        Ok((node, used_through)) => {
-                            table.issued_through.with_mut(|issued_through| {
-                                // SAFETY: loom reports any access of the cell that is not
-                                // ordered after the previous holder's.
-                                let issued_through = unsafe { &mut *issued_through };
-                                assert!(used_through >= *issued_through, "the node's last second was lost");
-                                assert!(now > used_through);
-                                nodes.record_used(node, now);
-                                *issued_through = now;
-                            });
-                            assert!(table.header.latest_used() >= now);
-                            nodes.release(node);
-                        }
-                        Err(NoNode::AllHeld | NoNode::AllUsedThisSecond) => {}
-                    }
-                })
+        let (position, before) = position_after(MAX_SEQUENCE - 1);
+        let takers: Vec<_> = [(T, 4), (T, 1), (T + 1, 2)]
+            .map(|(now, run)| {
+                let position = Arc::clone(&position);
+                thread::spawn(move || (now, position.take(now, SPAN, run)))
+            })
+            .into_iter()
+            .collect();
+        let mut runs = vec![before];
+        for taker in takers {
+            let (now, take) = taker.join().unwrap();
+            match take {
+                Take::Run { first, .. } => assert_eq!(Parts::from_raw(first).timestamp, now),
+                Take::Ahead { second } => assert_eq!((now, second), (T, T + 1)),
+                Take::SecondUsedUp => panic!("a span of two nodes used up by {MAX_SEQUENCE} values"),
+            }
+            runs.push(values(take));
+        }
+        disjoint(&runs);
+        assert_eq!(position.latest_second(), T + 1);
+        assert!(position.report().nodes_used_before(SPAN) >= 1);
+    });
+}
+
+/// Three backends take the last values of a second: each value goes to one of them, the last run
+/// cut at the span's end, and a take after them finds the second used up.
+#[test]
+fn the_last_values_of_a_second_go_to_one_backend_each() {
+    model(|| {
+        let (position, before) = position_after(2 * (MAX_SEQUENCE + 1) - 5);
+        let takers: Vec<_> = (0..3)
+            .map(|_| {
+                let position = Arc::clone(&position);
+                thread::spawn(move || position.take(T, SPAN, 2))
             })
             .collect();
-        for backend in backends {
-            backend.join().unwrap();
-        }
-        let nodes = NodeTable::new(&table.header, &table.slots);
-        assert_eq!(nodes.held_count(0, 0), 0);
+        let mut runs = vec![before];
+        runs.extend(takers.into_iter().map(|taker| values(taker.join().unwrap())));
+        disjoint(&runs);
+        let handed_out: u64 = runs.iter().map(|run| run.end - run.start).sum();
+        assert_eq!(handed_out, 2 * (u64::from(MAX_SEQUENCE) + 1), "values lost or invented");
+        assert_eq!(position.take(T, SPAN, 1), Take::SecondUsedUp);
     });
 }
 
-/// A node table of one node, and what its holders issued, outside the table.
-#[derive(Default)]
-struct OneNode {
-    header: Header<LoomAtomics>,
-    slots: [NodeSlot<LoomAtomics>; 1],
-    /// The last second a holder issued in.
-    issued_through: UnsafeCell<u64>,
-}
-
-/// A process that exits releases what it holds by a scan, while another takes a node: the scan
-/// frees only its own nodes, and the other's hold stays exclusive.
+/// Two backends begin the next second at once: one compare-and-swap wins, both take from the
+/// second begun, at the span's first node.
 #[test]
-fn an_exiting_process_frees_only_its_own_nodes() {
+fn two_backends_begin_a_second_once() {
     model(|| {
-        let table = Arc::new(TwoNodes::default());
-        let exiting = {
-            let table = Arc::clone(&table);
-            thread::spawn(move || {
-                let nodes = NodeTable::new(&table.header, &table.slots);
-                let taken = nodes.acquire(0, 1, 10, 1);
-                nodes.release_all_held(0, 1, 1);
-                taken
+        let (position, before) = position_after(5);
+        let takers: Vec<_> = (0..2)
+            .map(|_| {
+                let position = Arc::clone(&position);
+                thread::spawn(move || position.take(T + 1, SPAN, 2))
             })
-        };
-        let staying = {
-            let table = Arc::clone(&table);
-            thread::spawn(move || NodeTable::new(&table.header, &table.slots).acquire(0, 1, 10, 2))
-        };
-        let (exited, stayed) = (exiting.join().unwrap(), staying.join().unwrap());
-        let nodes = NodeTable::new(&table.header, &table.slots);
-        let (node, _) = stayed.expect("two nodes for two processes");
-        assert_ne!(exited.map(|(node, _)| node), Ok(node), "one node given to two processes");
-        assert_eq!(nodes.held_count(0, 1), 1, "the staying process lost its node");
-        assert_eq!(nodes.held_count(node, node), 1);
+            .collect();
+        let mut runs = vec![before];
+        runs.extend(takers.into_iter().map(|taker| values(taker.join().unwrap())));
+        disjoint(&runs);
+        let mut begun: Vec<Parts> = runs[1..].iter().map(|run| Parts::from_raw(run.start)).collect();
+        begun.sort();
+        let first = Parts { timestamp: T + 1, node_id: SPAN.first, sequence: 0 };
+        assert_eq!(begun, [first, Parts { sequence: 2, ..first }]);
+        let report = position.report();
+        assert_eq!((report.nodes_used_now(SPAN), report.nodes_used_before(SPAN)), (1, 1));
     });
-}
-
-#[derive(Default)]
-struct TwoNodes {
-    header: Header<LoomAtomics>,
-    slots: [NodeSlot<LoomAtomics>; 2],
 }

@@ -1,8 +1,8 @@
 //! The protocols of randflake_pg's shared memory, which every process of a server reads and
-//! writes without a lock: the node table's claim and release ([`node_table_protocol`]), the
-//! sequence lock ([`seqlock`]) and the lease board behind it ([`lease_board_protocol`]). Each
-//! file is named for its protocol; randflake_pg's `src/shmem/` places each table and board in a
-//! segment of PostgreSQL's shared memory.
+//! writes without a lock: the server's position that every backend takes its IDs from
+//! ([`server_position`]), the sequence lock ([`seqlock`]) and the lease board behind it
+//! ([`lease_board_protocol`]). Each file is named for its protocol; randflake_pg's `src/shmem/`
+//! places each word and board in a segment of PostgreSQL's shared memory.
 //!
 //! Each is generic over [`Atomics`], the atomic types and fences it runs on. The extension
 //! places them in PostgreSQL's shared memory over [`StdAtomics`]; with the `loom` feature,
@@ -12,8 +12,8 @@
 #![forbid(unsafe_code)]
 
 pub mod lease_board_protocol;
-pub mod node_table_protocol;
 pub mod seqlock;
+pub mod server_position;
 
 use core::sync::atomic::Ordering;
 
