@@ -295,7 +295,7 @@ bench: install
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	@tests/scratch-cluster.sh destroy $(BENCH_DIR)
 	@tests/scratch-cluster.sh init $(BENCH_DIR) $(BENCH_PORT) "shared_buffers = '2GB'" "jit = off" \
-		"max_wal_size = '8GB'" "checkpoint_timeout = '30min'" "randflake.max_nodes_per_backend = 131072"
+		"max_wal_size = '8GB'" "checkpoint_timeout = '30min'"
 	@tests/scratch-cluster.sh start $(BENCH_DIR)
 	cargo bench -p randflake
 	$(VENV)/bin/python bench/bench.py --host $(BENCH_DIR) --port $(BENCH_PORT) --out bench/out \

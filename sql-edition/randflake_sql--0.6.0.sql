@@ -719,8 +719,9 @@ CREATE FUNCTION public.randflake_status()
 RETURNS TABLE (node_source text, state text, first_node integer, last_node integer,
                lease_start timestamp with time zone, lease_end timestamp with time zone,
                issuable_through timestamp with time zone, renewed_at timestamp with time zone,
-               nodes_in_use integer, nodes_free integer, node_switches bigint, clock_refusals bigint,
-               lease_refusals bigint, keeper_pid integer, keeper_ticks bigint)
+               nodes_in_use integer, nodes_free integer, nodes_used_this_second integer,
+               nodes_used_last_second integer, node_switches bigint, waits_for_next_second bigint,
+               clock_refusals bigint, lease_refusals bigint, keeper_pid integer, keeper_ticks bigint)
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -739,16 +740,20 @@ BEGIN
         -- Sessions hold no node: the nodes in use are those that made IDs in this second or the
         -- one before, by their records.
         now_offset := randflake.clock_second() - randflake.epoch_second();
-        SELECT pg_catalog.count(*)::integer INTO nodes_in_use
-          FROM pg_catalog.generate_series(first_node, last_node) AS n
-         WHERE COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(n)), 0) >> 33 >= now_offset - 1;
+        -- A record keeps only its node's latest second, so how many nodes the last second used
+        -- is not known (NULL): a node used then and in this second shows only this second.
+        SELECT pg_catalog.count(*) FILTER (WHERE r.second >= now_offset - 1)::integer,
+               pg_catalog.count(*) FILTER (WHERE r.second = now_offset)::integer
+          INTO nodes_in_use, nodes_used_this_second
+          FROM pg_catalog.generate_series(first_node, last_node) AS n,
+               LATERAL (SELECT COALESCE(pg_catalog.pg_sequence_last_value(randflake.node_record(n)), 0) >> 33) AS r (second);
         nodes_free := last_node - first_node + 1 - nodes_in_use;
     END IF;
     RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION public.randflake_status() IS
-'One row describing this database''s ID generation by randflake_sql, in the columns of the native randflake_status(): node_source sql, state (active, no secret loaded, no node range configured), the node range, the nodes that made IDs in this second or the one before and the others; the columns about leases, the keeper and counters are NULL. For the owner and pg_monitor.';
+'One row describing this database''s ID generation by randflake_sql, in the columns of the native randflake_status(): node_source sql, state (active, no secret loaded, no node range configured), the node range, the nodes that made IDs in this second or the one before and the others, the nodes that made IDs in this second; the nodes used in the last second (a node''s record keeps only its latest second) and the columns about leases, the keeper and counters are NULL. For the owner and pg_monitor.';
 REVOKE ALL ON FUNCTION public.randflake_status() FROM PUBLIC;
 
 ----------------------------------------------------------------------------------------------------

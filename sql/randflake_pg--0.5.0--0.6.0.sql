@@ -649,9 +649,12 @@ COMMENT ON FUNCTION randflake.revoke_default_privileges() IS
 
 -- waits: randflake_status() gains keeper_ticks, the ticks the lease keeper completed since
 -- start-up, so that monitoring and tests can wait for the keeper to act rather than for the
--- clock. A column cannot be added by CREATE OR REPLACE, so the function is dropped and created
--- again (a view a DBA built on it makes the DROP fail, naming the view: drop it, update, create
--- it again). Until then a 0.6.0 library answers the 0.5.0 declaration with its 14 columns.
+-- clock. shared position: the server's backends share its nodes, so the columns of nodes say
+-- how many nodes the server used in this second and the one before (nodes_in_use: in either),
+-- and waits_for_next_second counts the calls that found every node of the lease used up. A
+-- column cannot be added by CREATE OR REPLACE, so the function is dropped and created again (a
+-- view a DBA built on it makes the DROP fail, naming the view: drop it, update, create it
+-- again). Until then a 0.6.0 library answers the 0.5.0 declaration with its 14 columns.
 DROP FUNCTION @extschema@.randflake_status();
 CREATE FUNCTION @extschema@.randflake_status() RETURNS TABLE (
     node_source text,
@@ -664,7 +667,10 @@ CREATE FUNCTION @extschema@.randflake_status() RETURNS TABLE (
     renewed_at timestamp with time zone,
     nodes_in_use integer,
     nodes_free integer,
+    nodes_used_this_second integer,
+    nodes_used_last_second integer,
     node_switches bigint,
+    waits_for_next_second bigint,
     clock_refusals bigint,
     lease_refusals bigint,
     keeper_pid integer,
@@ -675,7 +681,7 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'randflake_status_wrapper';
 
 COMMENT ON FUNCTION @extschema@.randflake_status() IS
-'One row describing this server''s ID generation: node source (range, fleet, off), state (active, waiting for the clock to reach the lease, lease lapsed, standby, ...), the leased nodes and seconds, the high-water mark IDs may be issued through, nodes held and free, counts since start-up of node switches (a node''s second used up), clock refusals and lease refusals, the lease keeper''s pid and the ticks it completed since start-up. For superusers and pg_monitor.';
+'One row describing this server''s ID generation: node source (range, fleet, off), state (active, waiting for the clock to reach the lease, lease lapsed, standby, ...), the leased nodes and seconds, the high-water mark IDs may be issued through, the nodes the server used in this second or the one before (in use) and the others (free), the nodes used in this second and in the last, counts since start-up of node switches (a node''s second used up and the next node begun), waits for the next second (every node''s second used up), clock refusals and lease refusals, the lease keeper''s pid and the ticks it completed since start-up. For superusers and pg_monitor.';
 
 REVOKE EXECUTE ON FUNCTION @extschema@.randflake_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.randflake_status() TO pg_monitor;

@@ -307,14 +307,6 @@ declare_errors! {
         hint: "Check the system clock; Randflake IDs cannot represent times after 2058-11-05 17:10:23 UTC.",
         examples: [{ now: MAX_SECOND + 1 }],
     }
-    /// Every node of the configured range is held by another running process.
-    NoFreeNode { first: u32, last: u32 } {
-        sqlstate: ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-        when: "every node of the lease held by a running process",
-        message: format!("no free randflake node: all {} nodes of range {first}..{last} are in use", last - first + 1),
-        hint: "Widen this server's node range (randflake.node_id_min..randflake.node_id_max, or randflake.fleet_block_size in fleet mode; restart needed), or use fewer concurrent connections.",
-        examples: [{ first: 0, last: 127 }],
-    }
     /// Text that is not the canonical string form of an ID.
     InvalidIdString { input: String, reason: ParseIdError } {
         sqlstate: ERRCODE_INVALID_TEXT_REPRESENTATION,

@@ -21,7 +21,7 @@ static NODE_SOURCE: GucSetting<Mode> = GucSetting::<Mode>::new(Mode::Range);
 static NODE_ID_MIN: GucSetting<i32> = GucSetting::<i32>::new(0);
 static NODE_ID_MAX: GucSetting<i32> = GucSetting::<i32>::new(MAX_NODE as i32);
 static FLEET_LEASE_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
-static FLEET_BLOCK_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1024);
+static FLEET_BLOCK_SIZE: GucSetting<i32> = GucSetting::<i32>::new(4);
 static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 static KEEPER_ROLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(600);
@@ -68,7 +68,7 @@ fn define_node_settings() {
         Definition {
             name: c"randflake.node_id_min",
             short: c"Lowest Randflake node id this server may use; in fleet mode, the lowest of the fleet's pool.",
-            long: c"In range mode, give each server (and each standby) a disjoint node_id_min..node_id_max range; each running backend or parallel worker holds one node of it. In fleet mode, the range is the pool that blocks are cut from, the same on every member.",
+            long: c"In range mode, give each server (and each standby) a disjoint node_id_min..node_id_max range; the server's backends share its nodes, each second from the first, so it needs one node for each 131072 IDs it makes in a second at its peak, and one more. In fleet mode, the range is the pool that blocks are cut from, the same on every member.",
             context: GucContext::Postmaster,
             flags: GucFlags::default(),
         },
@@ -79,7 +79,7 @@ fn define_node_settings() {
         Definition {
             name: c"randflake.node_id_max",
             short: c"Highest Randflake node id this server may use; in fleet mode, the highest of the fleet's pool.",
-            long: c"Must not be below randflake.node_id_min. The range must hold more nodes than the server has connections plus parallel workers.",
+            long: c"Must not be below randflake.node_id_min. The range needs one node for each 131072 IDs the server makes in a second at its peak, and one more; past that, a call waits for the next second.",
             context: GucContext::Postmaster,
             flags: GucFlags::default(),
         },
@@ -89,7 +89,7 @@ fn define_node_settings() {
     GucRegistry::define_int_guc(
         c"randflake.fleet_block_size",
         c"In fleet mode, how many nodes one server leases.",
-        c"Blocks are cut from randflake.node_id_min..randflake.node_id_max, which must be the same on every server of the fleet, as must this size. A block must hold more nodes than the server has connections plus parallel workers.",
+        c"Blocks are cut from randflake.node_id_min..randflake.node_id_max, which must be the same on every server of the fleet, as must this size. A block needs one node for each 131072 IDs the server makes in a second at its peak, and one more; past that, a call waits for the next second.",
         &FLEET_BLOCK_SIZE,
         1,
         MAX_NODE as i32 + 1,

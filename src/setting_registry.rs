@@ -3,7 +3,6 @@
 //! | subsystem | settings |
 //! |---|---|
 //! | `node_config` | `node_source`, `node_id_min`, `node_id_max`, `fleet_lease_table`, `fleet_block_size`, `database`, `keeper_role`, `lease_seconds`, `keeper_tick` |
-//! | `generation::settings` | `max_nodes_per_backend` |
 //! | `secret::settings` | `secret`, `secret_file` |
 //! | `app_leases::settings` | `app_node_id_min`, `app_node_id_max`, `app_leases_per_role` |
 //!
@@ -13,13 +12,12 @@
 use crate::errors::Error;
 use crate::node_config::{self, Mode};
 use crate::pg::guc;
-use crate::{app_leases, generation, secret};
+use crate::{app_leases, secret};
 
 /// Defines every setting, reserves the `randflake` prefix and checks what the settings cannot
 /// check one by one. Called once, from `_PG_init`; an invalid configuration stops the server.
 pub fn define() {
     node_config::define();
-    generation::settings::define();
     secret::settings::define();
     app_leases::settings::define();
     // A misspelt randflake.* line would otherwise stay a placeholder and leave this server on

@@ -2,23 +2,23 @@
 #![forbid(unsafe_code)]
 
 use randflake::decisions::keeper_report::KeeperState;
+use randflake::shared::server_position::NodeSpan;
 use randflake::Lease;
 
 use crate::node_config::{self, Mode};
 use crate::pg::{backend, clock};
 use crate::secret;
-use crate::shmem::{counters, keeper_board, lease_board, node_table};
+use crate::shmem::counters::{self, Counted};
+use crate::shmem::{keeper_board, lease_board, server_position};
 
 pub struct Status {
     pub node_source: &'static str,
     pub state: String,
     pub lease: Option<Lease>,
     pub renewed_at: Option<u64>,
-    /// The lease's nodes, held by running processes or free; `None` without a lease.
+    /// How the server uses the lease's nodes; `None` without a lease.
     pub nodes: Option<NodeUse>,
-    pub node_switches: u64,
-    pub clock_refusals: u64,
-    pub lease_refusals: u64,
+    pub counted: Counted,
     pub keeper_pid: Option<i32>,
     pub keeper_ticks: u64,
 }
@@ -47,30 +47,41 @@ pub fn current() -> Status {
         },
         (_, None, _) => keeper.describe(),
     };
-    let (node_switches, clock_refusals, lease_refusals) = counters::read();
     Status {
         node_source: mode.name(),
         state,
         lease,
         renewed_at: lease.map(|_| lease_board::renewed_at()),
-        nodes: lease.map(|lease| NodeUse::of(&lease)),
-        node_switches,
-        clock_refusals,
-        lease_refusals,
+        nodes: lease.map(|lease| NodeUse::of(&lease, now)),
+        counted: counters::read(),
         keeper_pid: (keeper.pid != 0).then_some(keeper.pid),
         keeper_ticks: keeper_board::ticks(),
     }
 }
 
-/// How many of a lease's nodes running processes hold, and how many are free.
+/// How many of a lease's nodes the server used in the current second and the one before, by the
+/// clock; in use are those of either, free the others.
 pub struct NodeUse {
     pub in_use: u32,
     pub free: u32,
+    pub used_this_second: u32,
+    pub used_last_second: u32,
 }
 
 impl NodeUse {
-    fn of(lease: &Lease) -> Self {
-        let in_use = node_table::held_count(lease.first_node, lease.last_node);
-        Self { in_use, free: lease.last_node - lease.first_node + 1 - in_use }
+    fn of(lease: &Lease, now: u64) -> Self {
+        let span = NodeSpan { first: lease.first_node, last: lease.last_node };
+        let report = server_position::report();
+        // The position's own second and the one before it, seen from the clock's.
+        let (now_count, before_count) = (report.nodes_used_now(span), report.nodes_used_before(span));
+        let (used_this_second, used_last_second) = match report.second() {
+            second if second == now => (now_count, before_count),
+            second if second + 1 == now => (0, now_count),
+            _ => (0, 0),
+        };
+        // Every second begins at the span's first node, so the nodes of either second are those
+        // of the busier one.
+        let in_use = used_this_second.max(used_last_second);
+        Self { in_use, free: lease.last_node - lease.first_node + 1 - in_use, used_this_second, used_last_second }
     }
 }

@@ -2,12 +2,11 @@
 //! memory, its waits, and the IDs it reserves and encrypts ahead.
 #![forbid(unsafe_code)]
 
-pub mod settings;
-
 use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
-use randflake::decisions::refill::{Backend, Event, NoNode, Published, Refill, Server};
+use randflake::decisions::refill::{Backend, Event, Published, Refill, Server};
+use randflake::shared::server_position::{NodeSpan, Take};
 use randflake::{IdCipher, Refusal, BATCH};
 
 use crate::errors::Error;
@@ -15,10 +14,10 @@ use crate::node_config::{self, Mode};
 use crate::pg::backend::{self, BackendLocal};
 use crate::pg::clock;
 use crate::secret;
-use crate::shmem::{counters, keeper_board, lease_board, node_table};
+use crate::shmem::{counters, keeper_board, lease_board, server_position};
 
-/// Created on the first call in a process, so that sessions that never generate IDs take no
-/// node and register no exit callback. A process-local static rather than a `thread_local!`,
+/// Created on the first call in a process, so that sessions that never generate IDs set nothing
+/// up. A process-local static rather than a `thread_local!`,
 /// whose every access is a call in a library loaded with dlopen() (see `BackendLocal`).
 static BACKEND: BackendLocal<Option<BackendIds>> = BackendLocal::new(None);
 
@@ -28,11 +27,10 @@ struct BackendIds {
 }
 
 /// IDs reserved ahead, handed out in order while the clock still reads their second and the
-/// secret is unchanged: as raw values for `randflake_next_key()`, or encrypted for
-/// `randflake_next()`. Reserving [`BATCH`] at a time lets them be encrypted side by side, for a
-/// fraction of the cost of one by one, and spreads the bookkeeping of a reservation over as many
-/// calls; unused ones are simply skipped. A run reserved for keys is not encrypted at all, so a
-/// session that wants an encrypted ID after keys (or a key after IDs) starts a new run.
+/// secret is unchanged: encrypted for `randflake_next()`. Reserving [`BATCH`] at a time lets them
+/// be encrypted side by side, for a fraction of the cost of one by one, and spreads the
+/// bookkeeping of a reservation over as many calls; unused ones are simply skipped. Keys are
+/// taken one at a time ([`Output::run`]), so a run reserved for them holds one.
 struct ReadyIds {
     second: u64,
     secret_version: u64,
@@ -52,6 +50,21 @@ pub enum Output {
     Ids,
     /// Plain raw values, as `randflake_next_key()` returns them.
     Keys,
+}
+
+impl Output {
+    /// How many values a refill takes from the server's position. Encrypted IDs are random, so
+    /// a run of [`BATCH`] costs their index nothing and lets them be encrypted side by side.
+    /// Keys are ordered: taken one at a time, the keys of every backend of the server follow
+    /// one another in the key's order as they are made, so their index appends as identity's
+    /// does (in runs, each backend's run would fill a stretch of the index's last pages on its
+    /// own, and nbtree splits those pages in half).
+    fn run(self) -> u32 {
+        match self {
+            Output::Ids => BATCH as u32,
+            Output::Keys => 1,
+        }
+    }
 }
 
 impl ReadyIds {
@@ -92,7 +105,7 @@ impl ReadyIds {
 pub fn reserved_id(output: Output) -> Option<i64> {
     // The floor is read before the clock, as the refill does: a second recorded since was read
     // from a clock later than this reading, unless the clock was stepped back.
-    let server_floor = node_table::latest_used();
+    let server_floor = server_position::latest_second();
     BACKEND.with(|slot| {
         let ready = &mut slot.as_mut()?.ready;
         let index = ready.take(output, server_floor, clock::unix_second(), secret::version())?;
@@ -110,8 +123,8 @@ pub fn next_id(output: Output) -> i64 {
                 None => slot.insert(BackendIds::start()?),
             };
             let secret_version = secret::version();
-            // The secret is checked before a node is taken, so a misconfigured server consumes
-            // none; keys need it too, since every key is shown encrypted.
+            // The secret is checked before values are taken, so a misconfigured server uses none;
+            // keys need it too, since every key is shown encrypted.
             secret::with_cipher(|cipher| backend.refill(cipher, secret_version, output))?
         })
         .unwrap_or_else(|error| error.raise())
@@ -124,7 +137,6 @@ impl BackendIds {
             _ if backend::in_recovery() => return Err(Error::OnStandby {}),
             _ => {}
         }
-        backend::at_exit(release_held_nodes);
         Ok(Self { backend: Backend::new(), ready: ReadyIds::NONE })
     }
 
@@ -132,17 +144,11 @@ impl BackendIds {
     /// and keeping the rest, after whatever waits the refill policy asks for.
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64, output: Output) -> Result<i64, Error> {
         loop {
-            let refill = self.backend.refill(
-                clock::unix_second(),
-                settings::max_nodes_per_backend(),
-                BATCH as u32,
-                &mut SharedMemory,
-            );
+            let refill = self.backend.refill(clock::unix_second(), output.run(), &mut SharedMemory);
             match refill {
                 Refill::Issued { first, count } => {
-                    // Sequence is the lowest field and the run stays within the second's
-                    // sequences, so consecutive raw values are consecutive sequences. Lanes
-                    // past `count` are encrypted too, and never handed out.
+                    // A run is consecutive plain values. Lanes past `count` are encrypted too,
+                    // and never handed out.
                     let first_raw = first.to_raw();
                     let encrypted = output == Output::Ids;
                     let ids = if encrypted {
@@ -169,13 +175,6 @@ impl BackendIds {
     }
 }
 
-/// Gives back the nodes this process holds, when it exits. A backend takes nodes only from its
-/// lease, which lies inside the server's node range, fixed at start-up.
-fn release_held_nodes() {
-    let (first, last) = node_config::node_range();
-    node_table::release_all_held(first, last);
-}
-
 /// The error a refusal raises.
 fn error_of(refusal: Refusal) -> Error {
     match refusal {
@@ -184,7 +183,6 @@ fn error_of(refusal: Refusal) -> Error {
         Refusal::AfterWindow { now, last } => Error::LeaseLapsed { now, through: last },
         Refusal::PastLastSecond { now } => Error::ClockPastLastSecond { now },
         Refusal::NoLease => Error::NoLease { keeper: keeper_board::read(), database: node_config::database() },
-        Refusal::NoFreeNode { first, last } => Error::NoFreeNode { first, last },
     }
 }
 
@@ -192,10 +190,6 @@ fn error_of(refusal: Refusal) -> Error {
 struct SharedMemory;
 
 impl Server for SharedMemory {
-    fn latest_used(&self) -> u64 {
-        node_table::latest_used()
-    }
-
     fn lease_version(&self) -> u64 {
         lease_board::version()
     }
@@ -208,16 +202,8 @@ impl Server for SharedMemory {
         lease_board::leases_taken()
     }
 
-    fn acquire(&mut self, first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
-        node_table::acquire(first, last, now)
-    }
-
-    fn record_used(&mut self, node: u32, second: u64) {
-        node_table::record_used(node, second);
-    }
-
-    fn release(&mut self, node: u32) {
-        node_table::release(node);
+    fn take(&mut self, now: u64, span: NodeSpan, run: u32) -> Take {
+        server_position::take(now, span, run)
     }
 
     fn count(&mut self, event: Event) {

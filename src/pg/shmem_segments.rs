@@ -72,48 +72,6 @@ impl<T: Default + Sync + 'static> Segment for Shared<T> {
     }
 }
 
-/// `N` values of `T` in shared memory, initialised one by one: for arrays too large to build on
-/// the stack.
-pub struct SharedArray<T, const N: usize> {
-    name: &'static CStr,
-    attached: AtomicPtr<T>,
-}
-
-impl<T: Default + Sync + 'static, const N: usize> SharedArray<T, N> {
-    pub const fn new(name: &'static CStr) -> Self {
-        const { assert!(!needs_drop::<T>(), "a shared value holds nothing a process would free") };
-        Self { name, attached: AtomicPtr::new(null_mut()) }
-    }
-
-    /// The values, once attached.
-    pub fn get(&self) -> &'static [T; N] {
-        self.try_get().expect("randflake_pg shared memory is attached when the library is preloaded")
-    }
-
-    /// The values, or `None` in a process where they were never attached.
-    pub fn try_get(&self) -> Option<&'static [T; N]> {
-        let shared = self.attached.load(Ordering::Acquire).cast::<[T; N]>();
-        // SAFETY: as for `Shared::try_get`; the pointer is to N initialised values.
-        unsafe { shared.as_ref() }
-    }
-}
-
-impl<T: Default + Sync + 'static, const N: usize> Segment for SharedArray<T, N> {
-    fn size(&self) -> usize {
-        size_of::<[T; N]>()
-    }
-
-    fn attach(&self, _hook: &StartupHook) {
-        let place = init_struct::<T>(self.name, size_of::<[T; N]>(), |place| {
-            for index in 0..N {
-                // SAFETY: `place` is fresh shared memory for N values of T, each written once.
-                unsafe { place.add(index).write(T::default()) }
-            }
-        });
-        self.attached.store(place, Ordering::Release);
-    }
-}
-
 /// `ShmemInitStruct`: the named struct of `size` bytes, initialised by `initialise` if this
 /// process created it.
 fn init_struct<T>(name: &CStr, size: usize, initialise: impl FnOnce(*mut T)) -> *mut T {

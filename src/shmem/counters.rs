@@ -11,8 +11,17 @@ use crate::pg::shmem_segments::Shared;
 #[derive(Default)]
 pub struct Counters {
     node_switches: AtomicU64,
+    waits_for_next_second: AtomicU64,
     clock_refusals: AtomicU64,
     lease_refusals: AtomicU64,
+}
+
+/// The counters as read.
+pub struct Counted {
+    pub node_switches: u64,
+    pub waits_for_next_second: u64,
+    pub clock_refusals: u64,
+    pub lease_refusals: u64,
 }
 
 pub static BOARD: Shared<Counters> = Shared::new(c"randflake_pg counters");
@@ -22,18 +31,19 @@ pub fn count(event: Event) {
     let counters = BOARD.get();
     let cell = match event {
         Event::NodeSwitch => &counters.node_switches,
+        Event::SecondUsedUp => &counters.waits_for_next_second,
         Event::ClockRefusal => &counters.clock_refusals,
         Event::LeaseRefusal => &counters.lease_refusals,
     };
     cell.fetch_add(1, Ordering::Relaxed);
 }
 
-/// `(node switches, clock refusals, lease refusals)`.
-pub fn read() -> (u64, u64, u64) {
+pub fn read() -> Counted {
     let counters = BOARD.get();
-    (
-        counters.node_switches.load(Ordering::Relaxed),
-        counters.clock_refusals.load(Ordering::Relaxed),
-        counters.lease_refusals.load(Ordering::Relaxed),
-    )
+    Counted {
+        node_switches: counters.node_switches.load(Ordering::Relaxed),
+        waits_for_next_second: counters.waits_for_next_second.load(Ordering::Relaxed),
+        clock_refusals: counters.clock_refusals.load(Ordering::Relaxed),
+        lease_refusals: counters.lease_refusals.load(Ordering::Relaxed),
+    }
 }

@@ -1,6 +1,6 @@
 //! The extension's shared memory: one board per concern, each a segment of its own.
 //!
-//! - `node_table`: which process holds each node, and the last second each node issued in;
+//! - `server_position`: the next value any process of the server hands out;
 //! - `lease_board`: the lease the keeper publishes to every backend;
 //! - `keeper_board`: what the keeper is doing, and which process it is;
 //! - `counters`: what generation met, for randflake_status().
@@ -12,10 +12,10 @@
 pub mod counters;
 pub mod keeper_board;
 pub mod lease_board;
-pub mod node_table;
+pub mod server_position;
 
 use crate::pg::shmem_segments::Segment;
 
 /// Every segment, for `_PG_init` to request.
-pub static SEGMENTS: [&dyn Segment; 5] =
-    [&node_table::HEADER, &node_table::SLOTS, &lease_board::BOARD, &keeper_board::BOARD, &counters::BOARD];
+pub static SEGMENTS: [&dyn Segment; 4] =
+    [&server_position::POSITION, &lease_board::BOARD, &keeper_board::BOARD, &counters::BOARD];

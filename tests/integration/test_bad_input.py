@@ -102,7 +102,7 @@ CASES = [
     setting_case("unqualified fleet table", "randflake.fleet_lease_table", "'node_leases'", "not a schema-qualified table name"),
     setting_case("upper-case fleet table", "randflake.fleet_lease_table", "'Fleet.Leases'", "not a schema-qualified table name"),
     setting_case("fleet table with SQL", "randflake.fleet_lease_table", "'a.b; DROP TABLE c'", "not a schema-qualified table name"),
-    setting_case("no nodes per backend", "randflake.max_nodes_per_backend", "0", "outside the valid range"),
+    setting_case("negative leases per role", "randflake.app_leases_per_role", "-1", "outside the valid range"),
     setting_case("empty keeper database", "randflake.database", "''", "randflake.database must name a database"),
     # Settings that cannot change in a running server, even for a superuser.
     Case("SET a node range", "SET randflake.node_id_min = 5", "55P02", "cannot be changed without restarting"),
@@ -114,9 +114,9 @@ CASES = [
     Case("node id without privilege", "SELECT randflake_node_id(1)", "42501", "permission denied for function", "app"),
     Case("sequence without privilege", "SELECT randflake_sequence(1)", "42501", "permission denied for function", "app"),
     Case("status without privilege", "SELECT * FROM randflake_status()", "42501", "permission denied for function", "app"),
-    Case("SET without privilege", "SET randflake.max_nodes_per_backend = 5", "55P02", "cannot be changed now", "app"),
+    Case("SET without privilege", "SET randflake.app_leases_per_role = 5", "55P02", "cannot be changed now", "app"),
     Case("ALTER SYSTEM of the secret without privilege", f"ALTER SYSTEM SET randflake.secret = '{VALID}'", "55P02", SECRET_THROUGH_SQL, "app"),
-    Case("ALTER SYSTEM without privilege", "ALTER SYSTEM SET randflake.max_nodes_per_backend = 64", "42501", "permission denied to set parameter", "app"),
+    Case("ALTER SYSTEM without privilege", "ALTER SYSTEM SET randflake.app_leases_per_role = 64", "42501", "permission denied to set parameter", "app"),
     # 18 words the refusal "permission denied to examine", earlier majors "must be superuser or ...".
     Case("SHOW the secret without privilege", "SHOW randflake.secret", "42501", 'to examine "randflake.secret"', "app"),
     Case("read the lease table", "SELECT * FROM randflake.node_leases", "42501", "permission denied for schema", "app"),

@@ -172,10 +172,10 @@ def test_ids_encrypted_ahead_are_dropped_when_the_secret_changes(make_cluster):
             before = conn.execute("SELECT randflake_next(), extract(epoch FROM clock_timestamp())::bigint").fetchone()
             # SHOW masks the secret; a setting changed in the same reload tells when it applied.
             marker = str(100 + attempt)
-            cluster.configure(f"randflake.secret = '{new}'", f"randflake.max_nodes_per_backend = {marker}")
+            cluster.configure(f"randflake.secret = '{new}'", f"randflake.app_leases_per_role = {marker}")
             conn.execute("SELECT pg_reload_conf()")
             wait_for(
-                lambda: conn.execute("SHOW randflake.max_nodes_per_backend").fetchone()[0] == marker,
+                lambda: conn.execute("SHOW randflake.app_leases_per_role").fetchone()[0] == marker,
                 10,
                 "the reload to apply",
                 interval=0.001,  # tight: the IDs before and after should fall in one second

@@ -1,5 +1,5 @@
-"""Node allocation: the configured range, running out of nodes, the per-second node budget, and
-seconds that must not be reused after a crash or a restart."""
+"""Nodes: sessions share the server's range, a second uses its nodes up in turn, and seconds
+must not be reused after a crash or a restart."""
 
 from __future__ import annotations
 
@@ -21,49 +21,56 @@ def decoded(conn: psycopg.Connection, sql: str) -> list[tuple]:
     ).fetchall()
 
 
-def test_ids_come_from_the_configured_range_and_running_out_is_a_clear_error(make_cluster):
+def nodes_by_second(parts: list[tuple]) -> dict[int, set[int]]:
+    """The nodes used in each second, from decoded (second, node, sequence) triples."""
+    seconds: dict[int, set[int]] = {}
+    for second, node, _ in parts:
+        seconds.setdefault(second, set()).add(node)
+    return seconds
+
+
+def test_sessions_share_the_servers_nodes_from_the_first_of_its_range(make_cluster):
+    """A server's sessions take their IDs from one position over its range: more sessions than
+    nodes all make IDs, and below 131072 IDs a second every second uses the range's first node
+    only. (With a node per session, the third session was refused: 53400, no free node.)"""
     cluster = make_cluster("randflake.node_id_min = 7", "randflake.node_id_max = 8")
     cluster.start()
-    first, second, third = (cluster.connect() for _ in range(3))
-    with first, second, third:
-        first.execute("CREATE EXTENSION randflake_pg")
-        first.execute("CREATE TABLE kept (id bigint PRIMARY KEY DEFAULT randflake_next())")
-        first.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
-        second.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
-        nodes = {row[1] for row in decoded(first, "SELECT id FROM kept")}
-        assert nodes == {7, 8}
-
-        error = sql_error(third, "SELECT randflake_next()")
-        assert error.sqlstate == "53400"
-        assert error.diag.message_primary == "no free randflake node: all 2 nodes of range 7..8 are in use"
-        assert "randflake.node_id_min" in error.diag.message_hint
-
-        # The server, the data and the ID space are intact, and a freed node is taken again.
-        second_pid = second.info.backend_pid
-        second.close()
-        wait_for(
-            lambda: not first.execute("SELECT FROM pg_stat_activity WHERE pid = %s", (second_pid,)).fetchall(),
-            10,
-            "the closed session's backend to exit",
-        )
-        third.execute("INSERT INTO kept SELECT FROM generate_series(1, 10)")
-        rows, distinct = first.execute("SELECT count(*), count(DISTINCT id) FROM kept").fetchone()
-        assert rows == distinct == 30
+    sessions = [cluster.connect() for _ in range(5)]
+    try:
+        sessions[0].execute("CREATE EXTENSION randflake_pg")
+        sessions[0].execute("CREATE TABLE kept (id bigint PRIMARY KEY DEFAULT randflake_next())")
+        for _ in range(3):
+            for session in sessions:
+                session.execute("INSERT INTO kept SELECT FROM generate_series(1, 100)")
+        parts = decoded(sessions[0], "SELECT id FROM kept")
+    finally:
+        for session in sessions:
+            session.close()
+    assert len(set(parts)) == len(parts) == 1500
+    assert all(nodes == {7} for nodes in nodes_by_second(parts).values()), nodes_by_second(parts)
 
 
-def test_node_budget_waits_for_the_next_second_instead_of_failing(make_cluster):
-    """With one node per second per backend, 200000 IDs need two seconds, one node in each."""
-    cluster = make_cluster("randflake.max_nodes_per_backend = 1")
+def test_a_second_uses_its_nodes_up_in_turn_then_waits_for_the_next(make_cluster):
+    """300000 IDs on a range of two nodes: each second begins at the first node, uses its 131072
+    sequences up, goes on to the second node, and once both are used up waits for the next
+    second instead of failing."""
+    cluster = make_cluster("randflake.node_id_min = 7", "randflake.node_id_max = 8")
     cluster.start()
     with cluster.connect() as conn:
         conn.execute("CREATE EXTENSION randflake_pg")
-        parts = decoded(conn, "SELECT randflake_next() AS id FROM generate_series(1, 200000)")
-    assert len(set(parts)) == 200_000
-    seconds = {}
-    for second, node, _ in parts:
-        seconds.setdefault(second, set()).add(node)
-    assert len(seconds) >= 2, "131072 IDs per node per second force a second second"
-    assert all(len(nodes) == 1 for nodes in seconds.values()), seconds
+        parts = decoded(conn, "SELECT randflake_next() AS id FROM generate_series(1, 300000)")
+        waits = conn.execute("SELECT waits_for_next_second FROM randflake_status()").fetchone()[0]
+    assert len(set(parts)) == 300_000
+    seconds = nodes_by_second(parts)
+    assert len(seconds) >= 2, "two nodes make at most 262144 IDs a second"
+    for second, nodes in seconds.items():
+        made = sorted(part for part in parts if part[0] == second)
+        # The first node is used first and, if the second is busy enough, up before the next.
+        assert made[0][1] == 7, (second, made[0])
+        if 8 in nodes:
+            assert sum(1 for part in made if part[1] == 7) == 131_072, second
+        if len(made) == 262_144:
+            assert waits >= 1, "the statement went on in a later second, after waiting for it"
 
 
 def leases(conn: psycopg.Connection) -> list[tuple]:
@@ -145,3 +152,14 @@ def test_inverted_node_range_stops_the_server_from_starting(make_cluster):
     log = cluster.log()
     assert "randflake.node_id_min (500) is greater than randflake.node_id_max (100)" in log
     assert "invalid randflake_pg settings in the server configuration" in log
+
+
+def test_a_line_left_from_the_per_backend_node_budget_only_warns(make_cluster):
+    """0.5.0's randflake.max_nodes_per_backend is gone with the nodes backends held: a
+    configuration upgraded from it still starts, warns about the line, and makes IDs."""
+    cluster = make_cluster("randflake.max_nodes_per_backend = 64")
+    cluster.start()
+    with cluster.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+        assert conn.execute("SELECT randflake_next() IS NOT NULL").fetchone()[0]
+    assert 'invalid configuration parameter name "randflake.max_nodes_per_backend"' in cluster.log()

@@ -293,7 +293,7 @@ def test_a_secret_written_into_postgresql_conf_is_not_logged(make_cluster):
     of that line. Once written right, the reload's change message hides the value."""
     cluster = make_cluster()
     cluster.start()
-    cluster.configure("randflake.max_nodes_per_backend = 64 deadbeef", f"randflake.secret = {TYPED}")
+    cluster.configure("randflake.app_leases_per_role = 64 deadbeef", f"randflake.secret = {TYPED}")
     cluster.reload()
     wait_for(lambda: cluster.log().count("near token") >= 2, 10, "the reload's two syntax errors")
     log = cluster.log()

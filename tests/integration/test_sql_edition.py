@@ -312,8 +312,10 @@ def test_more_sessions_than_nodes_share_them(edition):
     with cluster.connect("shared_nodes", OWNER) as conn:
         assert nodes_of(conn, made) <= {200, 201, 202, 203}
         conn.execute("SELECT randflake_next()")
-        in_use, free = conn.execute("SELECT nodes_in_use, nodes_free FROM randflake_status()").fetchone()
-        assert in_use >= 1 and in_use + free == 4
+        in_use, free, this_second, last_second = conn.execute(
+            "SELECT nodes_in_use, nodes_free, nodes_used_this_second, nodes_used_last_second FROM randflake_status()"
+        ).fetchone()
+        assert in_use >= 1 and in_use + free == 4 and this_second <= in_use and last_second is None
 
 
 def test_configure_moves_live_sessions_to_the_new_range(edition):

@@ -37,6 +37,9 @@ pub struct Published {
 /// What a backend counts for the server's monitoring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// The server moved on to its next node within a second: a run took the first value of a
+    /// node other than the lease's first.
+    NodeSwitch,
     /// A call waited for the next second: every node of the lease had used up the current one.
     SecondUsedUp,
     /// A call refused because of the clock.
@@ -91,6 +94,10 @@ pub struct Backend {
     followed: Option<(u64, Lease)>,
     /// Set while waiting for the server's first lease: the second refill without one refuses.
     awaiting_lease: bool,
+    /// The second the server had begun when the last refill waited for the clock to read it:
+    /// a refill that finds the clock still behind it refuses, so that the wait is one second
+    /// at most.
+    awaited_second: Option<u64>,
 }
 
 impl Backend {
@@ -128,16 +135,31 @@ impl Backend {
                 refuse(server, Refusal::AfterWindow { now, last })
             };
         }
-        match server.take(now, NodeSpan { first: lease.first_node, last: lease.last_node }, run) {
-            Take::Run { first, count } => Refill::Issued { first: Parts::from_raw(first), count },
+        let span = NodeSpan { first: lease.first_node, last: lease.last_node };
+        match server.take(now, span, run) {
+            Take::Run { first, count } => {
+                self.awaited_second = None;
+                let (first, last) = (Parts::from_raw(first), Parts::from_raw(first + u64::from(count) - 1));
+                if last.node_id != first.node_id || (first.sequence == 0 && first.node_id != span.first) {
+                    server.count(Event::NodeSwitch);
+                }
+                Refill::Issued { first, count }
+            }
             Take::SecondUsedUp => {
                 server.count(Event::SecondUsedUp);
                 Refill::WaitForSecond(now + 1)
             }
             // Another process read the clock a moment later and began the next second: this
-            // clock reads it too by now, or within the second if it was stepped back by one.
-            Take::Ahead { second } if second == now + 1 => Refill::WaitForSecond(second),
-            Take::Ahead { second } => refuse(server, Refusal::ClockBehind { now, used: second }),
+            // clock reads it too by now. A clock stepped back by a second still reads behind it
+            // after the wait, and is refused then.
+            Take::Ahead { second } if second == now + 1 && self.awaited_second != Some(second) => {
+                self.awaited_second = Some(second);
+                Refill::WaitForSecond(second)
+            }
+            Take::Ahead { second } => {
+                self.awaited_second = None;
+                refuse(server, Refusal::ClockBehind { now, used: second })
+            }
         }
     }
 
@@ -272,6 +294,13 @@ mod tests {
             Refill::Refused(Refusal::ClockBehind { now: T + 3, used: T + 5 })
         );
         assert_eq!(server.events, [Event::ClockRefusal]);
+        // One second behind is waited for once (another process may have read the clock a
+        // moment later), then refused if the clock still reads behind.
+        assert_eq!(backend.refill(T + 4, 64, &mut server), Refill::WaitForSecond(T + 5));
+        assert_eq!(
+            backend.refill(T + 4, 64, &mut server),
+            Refill::Refused(Refusal::ClockBehind { now: T + 4, used: T + 5 })
+        );
         assert_eq!(backend.refill(T + 4, 64, &mut server), Refill::WaitForSecond(T + 5));
         assert_eq!(issued(backend.refill(T + 5, 64, &mut server)).0.sequence, 64, "nothing moved back");
     }
@@ -316,8 +345,29 @@ mod tests {
         while taken < 2 * (MAX_SEQUENCE + 1) {
             taken += issued(backend.refill(T, 4096, &mut server)).1;
         }
+
         assert_eq!(backend.refill(T, 64, &mut server), Refill::WaitForSecond(T + 1));
-        assert_eq!(server.events, [Event::SecondUsedUp]);
-        assert_eq!(issued(backend.refill(T + 1, 64, &mut server)).0, Parts { timestamp: T + 1, node_id: 0, sequence: 0 });
+        assert_eq!(server.events, [Event::NodeSwitch, Event::SecondUsedUp]);
+        assert_eq!(
+            issued(backend.refill(T + 1, 64, &mut server)).0,
+            Parts { timestamp: T + 1, node_id: 0, sequence: 0 }
+        );
+    }
+
+    #[test]
+    fn each_node_entered_after_the_first_counts_one_switch() {
+        let mut server = OneServer::default();
+        server.publish(1, lease(T, T + 60));
+        let mut backend = Backend::new();
+        issued(backend.refill(T, MAX_SEQUENCE, &mut server));
+        assert_eq!(server.events, []);
+        // A run that crosses into the next node, and one that starts at a node's first value.
+        issued(backend.refill(T, 2, &mut server));
+        issued(backend.refill(T, MAX_SEQUENCE, &mut server));
+        issued(backend.refill(T, 1, &mut server));
+        assert_eq!(server.events, [Event::NodeSwitch, Event::NodeSwitch]);
+        // The next second begins at the first node again: no switch.
+        issued(backend.refill(T + 1, 1, &mut server));
+        assert_eq!(server.events.len(), 2);
     }
 }

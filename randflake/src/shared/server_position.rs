@@ -111,14 +111,23 @@ impl PositionReport {
     }
 }
 
-/// The word, and what the process that began the current second saw of the one before.
+/// The word, and what the processes that began seconds wrote beside it.
 #[derive(Default)]
 pub struct ServerPosition<A: Atomics = StdAtomics> {
-    /// The next plain value to hand out.
-    next: A::U64,
+    /// The next plain value to hand out. On a cache line of its own: every run taken writes it,
+    /// and the fields below are read on every call.
+    next: OwnCacheLine<A::U64>,
+    /// The latest second begun: the clock floor that every call reads, written once a second.
+    latest_second: A::U64,
     /// The last value handed out before the current second began (for monitoring only).
     last_of_previous_second: A::U64,
 }
+
+/// A value alone on its cache line (PostgreSQL's `PG_CACHE_LINE_SIZE`, 128 bytes, which also
+/// keeps it off the line that adjacent-line prefetching pairs with it).
+#[derive(Default)]
+#[repr(align(128))]
+struct OwnCacheLine<T>(T);
 
 /// Values within this distance of `u64::MAX` (the last seconds of the layout, on its last
 /// nodes) are taken by compare-and-swap, which cannot wrap the word past the end.
@@ -128,9 +137,12 @@ impl<A: Atomics> ServerPosition<A> {
     /// The latest second in which the server has issued IDs, or is about to: the server's
     /// clock floor. Read it before the clock: a second begun since was read from a clock later
     /// than this reading, so only a clock stepped back reads earlier than the value returned.
+    /// (It is written just after the second begins: a caller that reads the previous second
+    /// meanwhile only checks its clock against a lower floor, and `take` refuses a clock behind
+    /// the word itself.)
     #[inline]
     pub fn latest_second(&self) -> u64 {
-        Parts::from_raw(self.next.load(Ordering::Relaxed)).timestamp
+        self.latest_second.load(Ordering::Relaxed)
     }
 
     /// Takes up to `run` (at least 1) consecutive values of second `now` in `span`, beginning
@@ -141,12 +153,12 @@ impl<A: Atomics> ServerPosition<A> {
         // layout is used up, as no word past it exists.
         let (start, last) = (span.first_value(now), span.last_value(now).min(u64::MAX - 1));
         loop {
-            let seen = self.next.load(Ordering::Relaxed);
+            let seen = self.next.0.load(Ordering::Relaxed);
             if seen > last {
                 if Parts::from_raw(seen).timestamp > now {
                     #[cfg(feature = "fault-position-rewinds")]
                     {
-                        self.next.store(start, Ordering::Relaxed);
+                        self.next.0.store(start, Ordering::Relaxed);
                         continue;
                     }
                     #[cfg(not(feature = "fault-position-rewinds"))]
@@ -172,8 +184,9 @@ impl<A: Atomics> ServerPosition<A> {
     /// Moves the word from below `start` to `start`, unless another process moved it first.
     fn begin(&self, mut seen: u64, start: u64) {
         while seen < start {
-            match self.next.compare_exchange(seen, start, Ordering::Relaxed, Ordering::Relaxed) {
+            match self.next.0.compare_exchange(seen, start, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
+                    self.latest_second.fetch_max(Parts::from_raw(start).timestamp, Ordering::Relaxed);
                     if let Some(last_handed_out) = seen.checked_sub(1) {
                         self.last_of_previous_second.store(last_handed_out, Ordering::Relaxed);
                     }
@@ -190,16 +203,16 @@ impl<A: Atomics> ServerPosition<A> {
     #[inline]
     fn advance(&self, seen: u64, run: u32) -> Option<u64> {
         if seen < NEAR_THE_END {
-            return Some(self.next.fetch_add(u64::from(run), Ordering::Relaxed));
+            return Some(self.next.0.fetch_add(u64::from(run), Ordering::Relaxed));
         }
-        let after = seen.checked_add(u64::from(run)).unwrap_or(u64::MAX);
-        self.next.compare_exchange(seen, after, Ordering::Relaxed, Ordering::Relaxed).ok()
+        let after = seen.saturating_add(u64::from(run));
+        self.next.0.compare_exchange(seen, after, Ordering::Relaxed, Ordering::Relaxed).ok()
     }
 
     /// The word and the end of the previous second, for monitoring.
     pub fn report(&self) -> PositionReport {
         PositionReport {
-            next: self.next.load(Ordering::Relaxed),
+            next: self.next.0.load(Ordering::Relaxed),
             last_of_previous_second: self.last_of_previous_second.load(Ordering::Relaxed),
         }
     }

@@ -35,7 +35,7 @@ SELECT statement, regress.error_of(statement) AS result
       'SELECT current_setting(''randflake.secret'', true)',
       'SELECT current_setting(''randflake.secret_file'', true)',
       'SET randflake.node_id_min = 5',
-      'SET randflake.max_nodes_per_backend = 1000',
+      'SET randflake.app_leases_per_role = 1000',
       'SELECT count(*) FROM pg_file_settings'
   ]) AS statement;
 -- Giving the secret a value through SQL is refused to every role. Straight from the client it is
@@ -80,12 +80,12 @@ ALTER SYSTEM SET randflake.secret_file = '/nonexistent/randflake.key';
 \echo :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET randflake.node_id_min = 131072;
 \echo :LAST_ERROR_SQLSTATE
-ALTER SYSTEM SET randflake.max_nodes_per_backend = 0;
+ALTER SYSTEM SET randflake.app_leases_per_role = -1;
 \echo :LAST_ERROR_SQLSTATE
 SET ROLE randflake_app;
 ALTER SYSTEM SET randflake.secret = '00112233445566778899aabbccddeeff';
 \echo :LAST_ERROR_SQLSTATE
-ALTER SYSTEM SET randflake.max_nodes_per_backend = 64;
+ALTER SYSTEM SET randflake.app_leases_per_role = 64;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
