@@ -43,7 +43,7 @@ CREATE TYPE @extschema@.randflake_key (
     LIKE = pg_catalog.int8
 );
 COMMENT ON TYPE @extschema@.randflake_key IS
-'A Randflake ID stored as its plain value, so that an index on it follows creation time, and shown encrypted: its text form is the ID''s canonical string (as randflake_to_string() prints it), its binary form and id::bigint the ID randflake_next() returns. Sorts by second, then sequence, then node. Input and output need the secret; input (text, binary, and the casts from bigint and randflake_id) also needs the decoder grant, EXECUTE on randflake_decode(bigint), since a key reveals the order of IDs.';
+'A Randflake ID stored as its plain value, so that an index on it follows creation time, and shown encrypted: its text form is the ID''s canonical string (as randflake_to_string() prints it), its binary form and id::bigint the ID randflake_next() returns. Sorts by second, then node, then sequence: its plain value''s order, as an unsigned 64-bit integer. Input and output need the secret; input (text, binary, and the casts from bigint and randflake_id) also needs the decoder grant, EXECUTE on randflake_decode(bigint), since a key reveals the order of IDs.';
 COMMENT ON FUNCTION @extschema@.randflake_key_in(cstring) IS
 'Input of randflake_key: the canonical string of the ID only, as randflake_from_string() parses it, decrypted. For superusers and roles that may execute randflake_decode(bigint).';
 COMMENT ON FUNCTION @extschema@.randflake_key_out(@extschema@.randflake_key) IS
@@ -99,8 +99,9 @@ COMMENT ON CAST (@extschema@.randflake_key AS bigint) IS
 COMMENT ON CAST (@extschema@.randflake_key AS @extschema@.randflake_id) IS
 'Encrypts: the public ID as a randflake_id. On assignment, so that a randflake_id column takes a randflake_key.';
 
--- Comparison, in the order of randflake::ordered (second, sequence, node): equality is bigint's
--- (the same eight bytes), the order the extension's. None of these can fail, so all are
+-- Comparison, in the order of randflake::format::ordered (the plain value as an unsigned 64-bit
+-- integer: second, node, sequence): equality is bigint's (the same eight bytes), the order the
+-- extension's. None of these can fail, so all are
 -- LEAKPROOF, for security-barrier views and row security to use the index.
 CREATE FUNCTION @extschema@.randflake_key_eq(@extschema@.randflake_key, @extschema@.randflake_key) RETURNS boolean
 IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF LANGUAGE internal AS 'int8eq';
@@ -121,7 +122,7 @@ COMMENT ON FUNCTION @extschema@.randflake_key_eq(@extschema@.randflake_key, @ext
 COMMENT ON FUNCTION @extschema@.randflake_key_ne(@extschema@.randflake_key, @extschema@.randflake_key) IS
 'Whether two randflake_keys are different IDs: the function of operator <>.';
 COMMENT ON FUNCTION @extschema@.randflake_key_lt(@extschema@.randflake_key, @extschema@.randflake_key) IS
-'Whether a randflake_key sorts before another (by second, then sequence, then node): the function of operator <.';
+'Whether a randflake_key sorts before another (by second, then node, then sequence): the function of operator <.';
 COMMENT ON FUNCTION @extschema@.randflake_key_le(@extschema@.randflake_key, @extschema@.randflake_key) IS
 'Whether a randflake_key sorts before another or is the same: the function of operator <=.';
 COMMENT ON FUNCTION @extschema@.randflake_key_gt(@extschema@.randflake_key, @extschema@.randflake_key) IS
@@ -129,14 +130,14 @@ COMMENT ON FUNCTION @extschema@.randflake_key_gt(@extschema@.randflake_key, @ext
 COMMENT ON FUNCTION @extschema@.randflake_key_ge(@extschema@.randflake_key, @extschema@.randflake_key) IS
 'Whether a randflake_key sorts after another or is the same: the function of operator >=.';
 COMMENT ON FUNCTION @extschema@.randflake_key_cmp(@extschema@.randflake_key, @extschema@.randflake_key) IS
-'-1, 0 or 1 as a randflake_key sorts before, with or after another (by second, then sequence, then node): the btree support function.';
+'-1, 0 or 1 as a randflake_key sorts before, with or after another (by second, then node, then sequence): the btree support function.';
 -- Sorts (CREATE INDEX, ORDER BY, merge joins) compare through this instead of calling
 -- randflake_key_cmp() per comparison: without it, building an index over 5 M keys took 2.0x the
 -- CPU time of the same IDs as bigint; with it, about as much (docs/ordered-keys.md).
 CREATE FUNCTION @extschema@.randflake_key_sortsupport(internal) RETURNS void
 IMMUTABLE STRICT PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'randflake_key_sortsupport';
 COMMENT ON FUNCTION @extschema@.randflake_key_sortsupport(internal) IS
-'Sort support of randflake_key''s btree operator class: abbreviates each key to an unsigned integer in the key order, so that sorts compare as they do for bigint.';
+'Sort support of randflake_key''s btree operator class: sorts compare keys as unsigned 64-bit integers, with PostgreSQL''s own comparator, as they compare bigints.';
 
 CREATE OPERATOR @extschema@.= (LEFTARG = @extschema@.randflake_key, RIGHTARG = @extschema@.randflake_key,
     FUNCTION = @extschema@.randflake_key_eq, COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
@@ -158,9 +159,9 @@ CREATE OPERATOR @extschema@.>= (LEFTARG = @extschema@.randflake_key, RIGHTARG = 
     RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
 COMMENT ON OPERATOR @extschema@.= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Whether two randflake_keys are the same ID.';
 COMMENT ON OPERATOR @extschema@.<> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Whether two randflake_keys are different IDs.';
-COMMENT ON OPERATOR @extschema@.< (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before (by second, then sequence, then node).';
+COMMENT ON OPERATOR @extschema@.< (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before (by second, then node, then sequence).';
 COMMENT ON OPERATOR @extschema@.<= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made before, or the same.';
-COMMENT ON OPERATOR @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after (by second, then sequence, then node).';
+COMMENT ON OPERATOR @extschema@.> (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after (by second, then node, then sequence).';
 COMMENT ON OPERATOR @extschema@.>= (@extschema@.randflake_key, @extschema@.randflake_key) IS 'Made after, or the same.';
 
 -- The hash functions hash the public ID, as bigint's hash does: a hash of the plain value, which
@@ -187,9 +188,9 @@ USING btree FAMILY @extschema@.randflake_key_ops AS
     FUNCTION 1 @extschema@.randflake_key_cmp(@extschema@.randflake_key, @extschema@.randflake_key),
     FUNCTION 2 @extschema@.randflake_key_sortsupport(internal);
 COMMENT ON OPERATOR FAMILY @extschema@.randflake_key_ops USING btree IS
-'Orders randflake_keys by creation: second, then sequence, then node.';
+'Orders randflake_keys by creation: second, then node, then sequence.';
 COMMENT ON OPERATOR CLASS @extschema@.randflake_key_ops USING btree IS
-'The default btree operator class of randflake_key: by second, then sequence, then node, so that the keys several backends make in one second interleave at the right end of the index.';
+'The default btree operator class of randflake_key: by second, then node, then sequence, the plain value''s order, in which a server makes its keys, so that they arrive at the right end of the index.';
 
 CREATE OPERATOR FAMILY @extschema@.randflake_key_ops USING hash;
 CREATE OPERATOR CLASS @extschema@.randflake_key_ops DEFAULT FOR TYPE @extschema@.randflake_key

@@ -1,6 +1,7 @@
-//! The order of `randflake_key`: by second, then sequence, then node (`randflake::format::ordered`,
-//! which says why). Its comparison functions (btree's `FUNCTION 1` and the functions of `<`, `<=`,
-//! `>`, `>=`), the transition functions of its `max()` and `min()`, and its sort support.
+//! The order of `randflake_key`: its raw value's, compared unsigned, which is by second, then
+//! node, then sequence (`randflake::format::ordered`, which says why). Its comparison functions
+//! (btree's `FUNCTION 1` and the functions of `<`, `<=`, `>`, `>=`), the transition functions of
+//! its `max()` and `min()`, and its sort support.
 //!
 //! The comparison functions are called for every step of an index search (a lookup by key
 //! compares it with tens of index entries) and for every key an index scan or a merge join
@@ -13,7 +14,7 @@ use randflake::format::ordered;
 
 use crate::pg;
 use crate::pg::entry::Arguments;
-use crate::pg::sort_support::{self, UnsignedOrder};
+use crate::pg::sort_support;
 
 pg::entry::entry_points! {
     /// `randflake_key_cmp`: -1, 0 or 1.
@@ -73,15 +74,7 @@ fn smaller(arguments: &Arguments) -> i64 {
     }
 }
 
-/// The key's order as sorts use it: `randflake::format::ordered::sort_key`, a bijection onto `u64`.
-struct KeyOrder;
-
-impl UnsignedOrder for KeyOrder {
-    fn sort_key(value: u64) -> u64 {
-        ordered::sort_key(value)
-    }
-}
-
+/// The key's Datums compare unsigned, as `ordered::compare` compares raw values.
 fn sort_support(arguments: &Arguments) {
-    sort_support::fill::<KeyOrder>(arguments);
+    sort_support::fill_unsigned(arguments);
 }

@@ -80,7 +80,7 @@ class Item:
     node: int
     sequence: int
     made: int | None = None
-    rank: int = 0  # position in the key order (second, sequence, node)
+    rank: int = 0  # position in the key order (second, node, sequence): the plain value's, unsigned
     twins: dict[str, str] = field(default_factory=dict)  # core functions of the plain value
 
     @property
@@ -133,7 +133,7 @@ def decoded(conn, query: str, parameters=()) -> list[Item]:
                d.sequence, s.made
           FROM ({query}) s, randflake_decode(s.id) d""", parameters).fetchall()
     items = [Item(*row) for row in rows]
-    for rank, item in enumerate(sorted(items, key=lambda i: (i.second, i.sequence, i.node))):
+    for rank, item in enumerate(sorted(items, key=lambda i: (i.second, i.node, i.sequence))):
         item.rank = rank
     twins = {row[0]: row[1:] for row in conn.execute(TWINS, ([item.plain for item in items],))}
     for item in items:
@@ -207,7 +207,7 @@ def world(_module_cluster) -> World:
                 item.label = label
         public = decoded(conn, "SELECT made AS label, id, made FROM ids_pub")
         keys = decoded(conn, "SELECT made AS label, id::bigint AS id, made FROM ids_key")
-        # The ground truth's key order is the type's: second, then sequence, then node.
+        # The ground truth's key order is the type's: second, then node, then sequence.
         by_key = [row[0] for row in conn.execute("SELECT made FROM ids_key ORDER BY id")]
         assert by_key == [item.made for item in sorted(keys, key=lambda item: item.rank)]
         key_type = conn.execute("SELECT 'randflake_key'::regtype::oid").fetchone()[0]

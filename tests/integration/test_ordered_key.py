@@ -17,6 +17,7 @@ import pytest
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types.numeric import Int2, Int4, Int8
+from randflake.sparx64 import Sparx64
 
 from lib.cluster import pg_config, sql_error, wait_for, write_server_file
 from lib.dba_guide import block, run_sql
@@ -307,12 +308,19 @@ def test_keys_sort_by_creation_and_are_randflake_next_ids(shared_cluster):
                             ).fetchone() == (600,)
 
 
+def public_id_of(secret: bytes, second: int, node: int, sequence: int) -> int:
+    """The public ID whose plain value is (second, node, sequence): the Python reference port's cipher."""
+    encrypted = bytearray(8)
+    Sparx64(secret).encrypt(encrypted, ((second - 1730000000) << 34 | node << 17 | sequence).to_bytes(8, "little"))
+    return int.from_bytes(encrypted, "little", signed=True)
+
+
 def test_sorts_and_index_builds_follow_the_key_order_through_the_sort_support(shared_cluster):
-    """The btree operator class has a sort support function, and what it sorts (abbreviated for a
-    first sort column, in full for a later one, ascending and descending; keys of several nodes
-    in one second, and keys past 2041 whose stored value has its top bit set, included) is in
-    the key order; amcheck finds the index that
-    CREATE INDEX built with it sound."""
+    """The btree operator class has a sort support function, and what it sorts (as the first sort
+    column and as a later one, ascending and descending) is in the key order, the plain value's:
+    by second, then node, then sequence. The keys: several nodes and sequences in each of a few
+    seconds (one past 2041, whose stored value has its top bit set), the bounds of seconds and
+    what the generator makes. amcheck finds the index that CREATE INDEX built with it sound."""
     with shared_cluster.connect() as conn:
         support = conn.execute("""
             SELECT p.amproc::regproc::text FROM pg_amproc p JOIN pg_opfamily f ON f.oid = p.amprocfamily
@@ -321,8 +329,12 @@ def test_sorts_and_index_builds_follow_the_key_order_through_the_sort_support(sh
         assert support == [("randflake_key_sortsupport",)]
         conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
         conn.execute("CREATE TABLE made_keys (id randflake_key NOT NULL)")
-        # Three backends, three nodes, taking turns: their keys of one second interleave in the
-        # key order, and are node by node in the order of the stored value.
+        # 2026-01-01, 2045-01-01 and the last second: within each, ordering by sequence before
+        # node (or signed, across them) would put these keys in another order.
+        grid = [public_id_of(shared_cluster.key_bytes, second, node, sequence)
+                for second in (1767225600, 2366841600, 2803741823)
+                for node in (0, 1, 2, 70000, 131071) for sequence in (0, 1, 2, 65536, 131071)]
+        conn.execute("INSERT INTO made_keys SELECT unnest(%s::bigint[])::randflake_key", (grid,))
         others = [shared_cluster.connect() for _ in range(2)]
         try:
             for _ in range(20):
@@ -335,19 +347,21 @@ def test_sorts_and_index_builds_follow_the_key_order_through_the_sort_support(sh
             INSERT INTO made_keys SELECT randflake_key_lowest(t) FROM unnest(%(times)s::timestamptz[]) t
             UNION ALL SELECT randflake_key_highest(t) FROM unnest(%(times)s::timestamptz[]) t""",
                      {"times": ["2026-01-01", "2040-06-01", "2045-01-01", "2058-01-01"]})
-        assert conn.execute("SELECT count(DISTINCT randflake_key_node_id(id)) FROM made_keys").fetchone()[0] >= 3
         conn.execute("CREATE TABLE sorted_keys AS SELECT id, row_number() OVER () AS n FROM"
                      " (SELECT id FROM made_keys ORDER BY random()) shuffled")
         conn.execute("CREATE INDEX sorted_keys_id ON sorted_keys (id)")
         conn.execute("SELECT bt_index_check('sorted_keys_id', true)")
         conn.execute("SET enable_indexscan = off")
         conn.execute("SET enable_bitmapscan = off")
-        by_parts = ("SELECT array_agg(s.n ORDER BY {first} d.timestamp {way}, d.sequence {way}, d.node_id {way})"
+        by_parts = ("SELECT array_agg(s.n ORDER BY {first} d.timestamp {way}, {then})"
                     " FROM sorted_keys s, randflake_key_decode(s.id) d")
         by_key = "SELECT array_agg(n) FROM (SELECT n FROM sorted_keys ORDER BY {first} id {way}) s"
         for first in ("", "n % 3,"):
             for way in ("ASC", "DESC"):
-                expected = conn.execute(by_parts.format(first=first.replace("n", "s.n"), way=way)).fetchone()[0]
+                expected, sequence_first = (conn.execute(by_parts.format(
+                    first=first.replace("n", "s.n"), way=way, then=then.format(way=way))).fetchone()[0]
+                    for then in ("d.node_id {way}, d.sequence {way}", "d.sequence {way}, d.node_id {way}"))
+                assert expected != sequence_first
                 plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + by_key.format(first=first, way=way)))
                 assert "Sort" in plan, plan
                 assert conn.execute(by_key.format(first=first, way=way)).fetchone()[0] == expected, (first, way)
