@@ -146,7 +146,9 @@ MADE_IN = (("hidden", "randflake_next()"), ("ids_pub", "DEFAULT"), ("ids_key", "
 
 def make_known_ids(cluster) -> None:
     """Rows of hidden, ids_pub and ids_key made in turn by SESSIONS backends, in batches of IDs of
-    SECONDS different seconds at least; `made` counts them in the order they were made."""
+    SECONDS different seconds at least; `made` counts them in the order they were made. The
+    server's backends share one position, which uses a node's 131072 sequences up before the next:
+    a node's worth of keys before each round makes a second's IDs span several nodes."""
     sessions = [cluster.connect() for _ in range(SESSIONS)]
 
     def issued_second(session) -> int:
@@ -160,7 +162,9 @@ def make_known_ids(cluster) -> None:
         for _ in range(SECONDS):
             if latest is not None:
                 wait_for(lambda: issued_second(sessions[0]) > latest, 10, "IDs of the next second")
-            for _ in range(ROUNDS):
+            for round_number in range(ROUNDS):
+                sessions[round_number % SESSIONS].execute(
+                    "SELECT count(randflake_next_key()) FROM generate_series(1, 131072)")
                 for session in sessions:
                     for table, value in MADE_IN:
                         made += 1
