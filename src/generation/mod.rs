@@ -168,6 +168,7 @@ impl BackendIds {
                     return Ok(self.ready.get(output, 0));
                 }
                 Refill::WaitForSecond(second) => wait_for_second(second),
+                Refill::ReadClockAgain => {}
                 Refill::AwaitLease { limit } => wait_for_lease(limit),
                 Refill::Refused(refusal) => return Err(error_of(refusal)),
             }

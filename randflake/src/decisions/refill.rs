@@ -77,6 +77,9 @@ pub enum Refill {
     /// Sleep until the clock should read `second`, then refill again (reading the clock anew:
     /// a clock stepped back meanwhile is refused, not waited out).
     WaitForSecond(u64),
+    /// Read the clock again and refill at once: the server began the second after this
+    /// reading.
+    ReadClockAgain,
     /// Wait up to `limit` (by a monotonic clock) for a new version of the published lease, then
     /// refill again.
     AwaitLease {
@@ -94,10 +97,9 @@ pub struct Backend {
     followed: Option<(u64, Lease)>,
     /// Set while waiting for the server's first lease: the second refill without one refuses.
     awaiting_lease: bool,
-    /// The second the server had begun when the last refill waited for the clock to read it:
-    /// a refill that finds the clock still behind it refuses, so that the wait is one second
-    /// at most.
-    awaited_second: Option<u64>,
+    /// The second the server had begun when the last refill asked for the clock to be read
+    /// again: a refill that finds the clock still behind it refuses.
+    reread_for: Option<u64>,
 }
 
 impl Backend {
@@ -138,7 +140,7 @@ impl Backend {
         let span = NodeSpan { first: lease.first_node, last: lease.last_node };
         match server.take(now, span, run) {
             Take::Run { first, count } => {
-                self.awaited_second = None;
+                self.reread_for = None;
                 let (first, last) = (Parts::from_raw(first), Parts::from_raw(first + u64::from(count) - 1));
                 if last.node_id != first.node_id || (first.sequence == 0 && first.node_id != span.first) {
                     server.count(Event::NodeSwitch);
@@ -149,15 +151,15 @@ impl Backend {
                 server.count(Event::SecondUsedUp);
                 Refill::WaitForSecond(now + 1)
             }
-            // Another process read the clock a moment later and began the next second: this
-            // clock reads it too by now. A clock stepped back by a second still reads behind it
-            // after the wait, and is refused then.
-            Take::Ahead { second } if second == now + 1 && self.awaited_second != Some(second) => {
-                self.awaited_second = Some(second);
-                Refill::WaitForSecond(second)
+            // Another process may have read the clock a moment after this reading and begun the
+            // next second: read again, the clock reads it too. A clock stepped back by a second
+            // still reads behind it, and is refused then.
+            Take::Ahead { second } if second == now + 1 && self.reread_for != Some(second) => {
+                self.reread_for = Some(second);
+                Refill::ReadClockAgain
             }
             Take::Ahead { second } => {
-                self.awaited_second = None;
+                self.reread_for = None;
                 refuse(server, Refusal::ClockBehind { now, used: second })
             }
         }
@@ -284,7 +286,7 @@ mod tests {
     }
 
     #[test]
-    fn a_clock_behind_the_servers_second_is_refused_and_one_second_behind_waits() {
+    fn a_clock_behind_the_servers_second_is_refused_and_one_second_behind_read_again_first() {
         let mut server = OneServer::default();
         server.publish(1, lease(T, T + 60));
         let mut backend = Backend::new();
@@ -294,14 +296,14 @@ mod tests {
             Refill::Refused(Refusal::ClockBehind { now: T + 3, used: T + 5 })
         );
         assert_eq!(server.events, [Event::ClockRefusal]);
-        // One second behind is waited for once (another process may have read the clock a
+        // One second behind is read again once (another process may have read the clock a
         // moment later), then refused if the clock still reads behind.
-        assert_eq!(backend.refill(T + 4, 64, &mut server), Refill::WaitForSecond(T + 5));
+        assert_eq!(backend.refill(T + 4, 64, &mut server), Refill::ReadClockAgain);
         assert_eq!(
             backend.refill(T + 4, 64, &mut server),
             Refill::Refused(Refusal::ClockBehind { now: T + 4, used: T + 5 })
         );
-        assert_eq!(backend.refill(T + 4, 64, &mut server), Refill::WaitForSecond(T + 5));
+        assert_eq!(backend.refill(T + 4, 64, &mut server), Refill::ReadClockAgain);
         assert_eq!(issued(backend.refill(T + 5, 64, &mut server)).0.sequence, 64, "nothing moved back");
     }
 
