@@ -214,10 +214,12 @@ test-all: test
 check: style unit glue-unit
 
 # The pure crate's tests, the fleet and application lease simulations among them; then each
-# simulation again with its durability rule switched off, where it must find a duplicate.
+# simulation again with its durability rule switched off, and the fleet simulation with the
+# server position's clock rule switched off, where each must find a duplicate.
 unit:
 	cargo test -p randflake --features serde
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
+	cargo test -p randflake --features fault-position-rewinds --test fleet_simulation
 	cargo test -p randflake --features fault-grant-uncertain-app-leases --test app_lease_simulation
 
 # The model check of the shared-memory protocols (randflake::shared) under loom, which the dev
