@@ -35,8 +35,33 @@ impl RowKey {
     }
 }
 
-/// The lease rows.
-pub type Rows = BTreeMap<RowKey, StoredLease>;
+/// The lease rows by key, and the most nodes past its first that any row ever reached: a row
+/// that overlaps the nodes `first..` begins at most that many nodes before `first`, so that the
+/// rows of a stretch of nodes are read from a range of the map, not from the whole table (a
+/// coordinator of 10,000 members holds as many rows).
+#[derive(Clone, Debug, Default)]
+pub struct Rows {
+    map: BTreeMap<RowKey, StoredLease>,
+    widest: u32,
+}
+
+impl Rows {
+    pub fn get(&self, key: &RowKey) -> Option<&StoredLease> {
+        self.map.get(key)
+    }
+
+    fn insert(&mut self, key: RowKey, row: StoredLease) {
+        self.widest = self.widest.max(row.last_node.saturating_sub(key.lease.first_node));
+        self.map.insert(key, row);
+    }
+
+    /// Every row of a lease of nodes overlapping `first..=last`.
+    pub fn overlapping(&self, first: u32, last: u32) -> impl Iterator<Item = (&RowKey, &StoredLease)> {
+        let from = RowKey::new(0, LeaseKey { first_node: first.saturating_sub(self.widest), start: 0 });
+        let past = RowKey::new(0, LeaseKey { first_node: last.saturating_add(1), start: 0 });
+        self.map.range(from..past).filter(move |(key, row)| key.lease.first_node <= last && row.last_node >= first)
+    }
+}
 
 /// One write of a transaction, applied to each copy of the table it reaches.
 #[derive(Clone, Debug)]
@@ -81,23 +106,28 @@ impl TableWrite for Write {
                 rows.insert(RowKey::new(holder, LeaseKey::from(&lease)), stored);
             }
             Write::Renew { holder, key, renewal, now } => {
-                if let Some(row) = rows.get_mut(&RowKey::new(holder, key)).filter(|row| row.end >= now) {
+                if let Some(row) = rows.map.get_mut(&RowKey::new(holder, key)).filter(|row| row.end >= now) {
                     row.end = row.end.max(renewal.end);
                     row.used_through = row.used_through.max(renewal.used_through);
                 }
             }
             Write::Delete { holder, key } => {
-                rows.remove(&RowKey::new(holder, key));
+                rows.map.remove(&RowKey::new(holder, key));
             }
             Write::Prune { first, last, before } => {
-                rows.retain(|key, row| !(key.lease.first_node >= first && row.last_node <= last && row.end < before));
+                let pruned: Vec<RowKey> = rows
+                    .overlapping(first, last)
+                    .filter(|(key, row)| key.lease.first_node >= first && row.last_node <= last && row.end < before)
+                    .map(|(&key, _)| key)
+                    .collect();
+                pruned.iter().for_each(|key| _ = rows.map.remove(key));
             }
             Write::EndOwn { holder, first, last } => {
                 let own = |key: &RowKey, row: &StoredLease| {
                     key.holder == holder && key.lease.first_node <= last && row.last_node >= first
                 };
-                rows.retain(|key, row| !own(key, row) || row.used_through >= key.lease.start);
-                for (key, row) in rows.iter_mut() {
+                rows.map.retain(|key, row| !own(key, row) || row.used_through >= key.lease.start);
+                for (key, row) in rows.map.iter_mut() {
                     if own(key, row) {
                         row.end = row.end.min(row.used_through);
                     }
@@ -122,17 +152,14 @@ pub fn renewed(rows: &Rows, holder: u64, key: LeaseKey, now: u64) -> Option<Rene
 
 /// Every lease, whoever holds it, of nodes overlapping `first..=last`.
 pub fn leases_of(rows: &Rows, first: u32, last: u32) -> Vec<LeasedBlock> {
-    let past = RowKey::new(0, LeaseKey { first_node: last.saturating_add(1), start: 0 });
-    rows.range(..past)
-        .filter(|(key, row)| key.lease.first_node <= last && row.last_node >= first)
+    rows.overlapping(first, last)
         .map(|(key, row)| LeasedBlock { first_node: key.lease.first_node, last_node: row.last_node, end: row.end })
         .collect()
 }
 
 /// The table's rule for a new lease: it starts after every earlier lease of its nodes ended.
 pub fn check_insert(rows: &Rows, lease: &Lease) -> Result<(), StoreError> {
-    let overlaps = leases_of(rows, lease.first_node, lease.last_node).iter().any(|row| row.end >= lease.start);
-    if overlaps {
+    if rows.overlapping(lease.first_node, lease.last_node).any(|(_, row)| row.end >= lease.start) {
         return Err(StoreError("23P01: the lease overlaps or precedes an existing one".into()));
     }
     Ok(())
@@ -144,13 +171,9 @@ pub fn check_renewal(rows: &Rows, holder: u64, key: LeaseKey, renewal: Renewal, 
     let row_key = RowKey::new(holder, key);
     if let Some(&stored) = rows.get(&row_key).filter(|row| row.end >= now) {
         let new_end = stored.end.max(renewal.end);
-        let overlaps = rows.iter().any(|(&other, row)| {
-            other != row_key
-                && other.lease.first_node <= stored.last_node
-                && row.last_node >= key.first_node
-                && other.lease.start <= new_end
-                && row.end >= key.start
-        });
+        let overlaps = rows
+            .overlapping(key.first_node, stored.last_node)
+            .any(|(&other, row)| other != row_key && other.lease.start <= new_end && row.end >= key.start);
         if overlaps {
             return Err(StoreError("23P01: the renewal overlaps another lease".into()));
         }
