@@ -42,7 +42,7 @@
 //! 100,000 members, with the coordinator's load from the rules the 10,000-member run follows (one
 //! transaction per member a second, a renewal per member every third of a lease, a take reading
 //! its pool's leases). The test checks the model against the 10,000-member run before it prints
-//! the 100,000-member figures. The full run of 100,000 is an ignored test, about 30 s in the
+//! the 100,000-member figures. The full run of 100,000 is an ignored test, about 30 s of CPU in the
 //! release build (`cargo test --release -p randflake --test fleet_capacity -- --ignored
 //! --nocapture`) and some minutes in the debug build.
 //!
@@ -88,8 +88,8 @@ const PEAK_EVERY: u64 = 10;
 /// a member: a fleet's members of one block size are cut into pools of at most this many (each
 /// its own `randflake.node_id_min..max`), all leasing from the coordinator's one table.
 const POOL_MEMBERS: usize = 1_000;
-/// Restarts, per million members a second, after the start: 60 is about one in 70 members in
-/// the 230 s of a run.
+/// Restarts, per million members a second, after the start: 60 is about one in 80 members in
+/// the 200 s of a run after the start.
 const RESTARTS: u64 = 60;
 /// Spare blocks a pool holds beyond its members, per thousand, plus one: a restarted member's
 /// old block stays leased until its lease ends (at most a lease), so a pool needs one spare for
