@@ -106,7 +106,7 @@ help:
 	@echo "make server-tests  pg_regress and the integration suites against the stage (PYTEST_ARGS picks files)"
 	@echo "make suites-without-server  clippy, unit, glue-unit, loom, pgtest and fuzz for 20 s a target, one after another"
 	@echo "make clippy        clippy with warnings denied on both crates, the #[pg_test]s included"
-	@echo "make unit          the pure crate's tests and both simulations, then each simulation with its rule off (must fail)"
+	@echo "make unit          the pure crate's tests and the simulations, then the fault simulations with a rule off (must fail)"
 	@echo "make glue-unit     the extension's tests that need no server (settings' checks, the error table)"
 	@echo "make pgtest        the #[pg_test]s, in a PostgreSQL stage of their own"
 	@echo "Others:"
@@ -213,11 +213,14 @@ test-all: test
 # The fast loop: what needs neither a build of the extension for a server nor a server.
 check: style unit glue-unit
 
-# The pure crate's tests, the fleet and application lease simulations among them; then each
-# simulation again with its durability rule switched off, where it must find a duplicate.
+# The pure crate's tests, the fleet, application lease and capacity simulations among them; then
+# the fleet and application lease simulations again with their durability rules switched off, and
+# the fleet simulation with the server position's clock rule switched off, where each must find a
+# duplicate.
 unit:
 	cargo test -p randflake --features serde
 	cargo test -p randflake --features fault-grant-uncertain-commits --test fleet_simulation
+	cargo test -p randflake --features fault-position-rewinds --test fleet_simulation
 	cargo test -p randflake --features fault-grant-uncertain-app-leases --test app_lease_simulation
 
 # The model check of the shared-memory protocols (randflake::shared) under loom, which the dev

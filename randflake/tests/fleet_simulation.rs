@@ -2,39 +2,54 @@
 //!
 //! Members lease blocks of a pool from a coordinator through the crate's keeper machine
 //! ([`randflake::decisions::keeper::Keeper`]) and issue IDs through the crate's backend policy
-//! ([`randflake::decisions::refill::Backend`]), exactly as randflake_pg's keeper and backends do
-//! over SQL and shared memory. Around them everything fails: the coordinator's primary is killed
+//! ([`randflake::decisions::refill::Backend`]) over the crate's server position
+//! ([`randflake::shared::server_position::ServerPosition`]), exactly as randflake_pg's keeper and
+//! backends do over SQL and shared memory: every backend of a member takes its runs from the
+//! member's one position, so the backends of a member share its nodes within each second. Around
+//! them everything fails: the coordinator's primary is killed
 //! and its standby promoted, losing what was not replicated; its standby goes away and the
 //! formation drops to asynchronous replication; commits are left on the primary alone (their wait
 //! for the synchronous standby cut short, by the member's own deadline or by a cancel on the
 //! coordinator's side that the member never hears of: either way its COMMIT returns success) or
 //! succeed with the reply lost; a member learns whether a commit is durable only from what the
 //! coordinator shows of its WAL positions afterwards (`randflake::decisions::durability`); members
-//! are cut off from the coordinator, crash and restart with empty shared memory, or lose only their
-//! keeper; their clocks are skewed and stepped back and forth. Beside the fleet, range-mode servers
+//! are cut off from the coordinator, crash and restart with empty shared memory (a new, empty
+//! position), or lose only their keeper; their clocks are skewed and stepped back and forth.
+//! Beside the fleet, range-mode servers
 //! lease their own nodes from a table on themselves, through the same keeper machine: they restart
 //! (shared memory lost, the table kept) with clocks stepped back, a DBA deletes their rows, and
 //! their extension is dropped and created again, each while the server runs (a row deleted and then
-//! a restart is the one loss operating.md says a server does not survive).
+//! a restart is the one loss operating.md says a server does not survive). Backends ask for runs
+//! of a few IDs, and now and then for a bulk run of up to [`BULK_RUN`], so that runs go on from
+//! one node into the next and members use up every node of their block in a second.
 //!
-//! After every run of IDs the simulation checks that no (second, node, sequence) has been issued
-//! twice. After every call of a backend it checks the answer against the server's state before
-//! the call: a refusal only for the reason that state gives (a clock behind a second used, no
-//! lease, a clock before the lease beyond the high-water lead, a lease lapsed), never while the
-//! published lease allows the second, and a wait only where the rules say wait. And it checks
+//! After every run of IDs the simulation checks that none of its plain values (second, node and
+//! sequence; a run may cross from one node's last sequence into the next node's first) has been
+//! issued before, and that no member used more nodes of a lease in one second than its IDs of
+//! that second fill (⌈IDs ÷ 131,072⌉). After every call of a backend it checks the answer against
+//! the server's state before the call, in the order the rules apply: no lease (a wait, then a
+//! refusal), a clock before the lease beyond the high-water lead, a lease lapsed; then the
+//! position's second, the server's clock floor (a clock one second behind it waits for it, one
+//! further behind is refused); then the exact run the position hands out, or a wait for the next
+//! second once the lease's nodes are used up in this one. And it checks
 //! liveness: the faults stop for a while every [`CYCLE_STEPS`] steps, the coordinator comes back
 //! with its standby, every member and server comes up, reachable, its clock stepped forward to
 //! the fleet's latest; then every one of them must issue IDs again within [`LIVENESS_BOUND_MS`].
 //!
 //! A run is reproducible from its seed, which a failure prints. With the keeper's durability
-//! rule switched off (`--features fault-grant-uncertain-commits`), the default budget must find
-//! a duplicate: the test that says so proves the simulation can fail.
+//! rule switched off (`--features fault-grant-uncertain-commits`), or the position's clock rule
+//! (`--features fault-position-rewinds`: a position ahead of a backend's clock moves back to the
+//! clock's second), the default budget must find a duplicate: the tests that say so prove the
+//! simulation can fail.
 
 mod common;
+#[path = "common/fleet.rs"]
+mod fleet;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
-use common::{History, Pending, Random, ReplicatedTable, TableWrite};
+use common::{History, Pending, Random, ReplicatedTable};
+use fleet::{BackendView, SharedMemory, Write};
 
 use randflake::decisions::durability::{CommitEvidence, WalReading, WalServer};
 use randflake::decisions::keeper::{
@@ -42,9 +57,8 @@ use randflake::decisions::keeper::{
     Withdrawal,
 };
 use randflake::decisions::lease::HIGH_WATER_LEAD;
-use randflake::decisions::refill::{Backend, Event, NoNode, Published, Refill, Server, FIRST_LEASE_WAIT, RENEWAL_WAIT};
-use randflake::shared::lease_board_protocol::UNCONFIRMED_SLOTS;
-use randflake::{Lease, Refusal, Renewal, Terms, MAX_SECOND};
+use randflake::decisions::refill::{Backend, Published, Refill, FIRST_LEASE_WAIT, RENEWAL_WAIT};
+use randflake::{Lease, Parts, Refusal, Renewal, Terms, MAX_NODE, MAX_SECOND, MAX_SEQUENCE};
 
 const T0: u64 = 1_800_000_000;
 /// The fleet's pool, after the range-mode servers' nodes: a pool that starts at node 0 would hide
@@ -52,7 +66,17 @@ const T0: u64 = 1_800_000_000;
 const POOL: (u32, u32) = (6, 17);
 const BLOCK: u32 = 3;
 const MEMBERS: usize = 6;
+/// Backends per member and per range-mode server, all taking their runs from its one position.
 const BACKENDS: usize = 3;
+/// The largest run a backend asks for in one call: more than a node's 131,072 sequences, so that
+/// a run can go on into the next node, and a few of them use a block of 3 nodes up in a second.
+/// randflake_pg's backends ask for 64 ([`randflake::BATCH`]); a bulk run stands for many of
+/// them in a row.
+const BULK_RUN: u64 = 200_000;
+/// How often, per million calls, a backend asks for a bulk run.
+const BULK_CHANCE: u64 = 250_000;
+/// IDs a node issues in one second.
+const NODE_SECOND: u64 = MAX_SEQUENCE as u64 + 1;
 const LEASE_SECONDS: u64 = 20;
 /// How many recent seconds of issued IDs are kept for the check; no clock in the simulation
 /// reads further back than this from the fleet's latest second.
@@ -79,93 +103,6 @@ const SEEDS: u64 = 8;
 const STEPS: u64 = 1_000_000;
 
 // ---------------------------------------------------------------- the coordinator
-
-/// A lease row's key in the coordinator's table: its holder, and the lease as the holder names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct RowKey {
-    holder: u64,
-    lease: LeaseKey,
-}
-
-impl RowKey {
-    fn new(holder: u64, lease: LeaseKey) -> Self {
-        Self { holder, lease }
-    }
-}
-
-/// The lease rows.
-type Rows = BTreeMap<RowKey, StoredLease>;
-
-/// One write of a member's transaction, applied to each copy of the table it reaches.
-#[derive(Clone, Debug)]
-enum Write {
-    Insert {
-        holder: u64,
-        lease: Lease,
-    },
-    Renew {
-        holder: u64,
-        key: LeaseKey,
-        renewal: Renewal,
-        now: u64,
-    },
-    Delete {
-        holder: u64,
-        key: LeaseKey,
-    },
-    Prune {
-        first: u32,
-        last: u32,
-        before: u64,
-    },
-    /// A range-mode server's start: its leases of `first..=last` end at their high-water marks,
-    /// and those never used go.
-    EndOwn {
-        holder: u64,
-        first: u32,
-        last: u32,
-    },
-    /// DROP EXTENSION (the table goes) or a DBA's DELETE of every row.
-    Clear,
-}
-
-impl TableWrite for Write {
-    type Rows = Rows;
-
-    fn apply(&self, rows: &mut Rows) {
-        match *self {
-            Write::Insert { holder, lease } => {
-                let stored =
-                    StoredLease { last_node: lease.last_node, end: lease.end, used_through: lease.used_through };
-                rows.insert(RowKey::new(holder, LeaseKey::from(&lease)), stored);
-            }
-            Write::Renew { holder, key, renewal, now } => {
-                if let Some(row) = rows.get_mut(&RowKey::new(holder, key)).filter(|row| row.end >= now) {
-                    row.end = row.end.max(renewal.end);
-                    row.used_through = row.used_through.max(renewal.used_through);
-                }
-            }
-            Write::Delete { holder, key } => {
-                rows.remove(&RowKey::new(holder, key));
-            }
-            Write::Prune { first, last, before } => {
-                rows.retain(|key, row| !(key.lease.first_node >= first && row.last_node <= last && row.end < before));
-            }
-            Write::EndOwn { holder, first, last } => {
-                let own = |key: &RowKey, row: &StoredLease| {
-                    key.holder == holder && key.lease.first_node <= last && row.last_node >= first
-                };
-                rows.retain(|key, row| !own(key, row) || row.used_through >= key.lease.start);
-                for (key, row) in rows.iter_mut() {
-                    if own(key, row) {
-                        row.end = row.end.min(row.used_through);
-                    }
-                }
-            }
-            Write::Clear => rows.clear(),
-        }
-    }
-}
 
 /// The coordinator: a primary, and a standby that replays what the primary committed, in order.
 /// WAL positions count commits: the primary's insert position, and how far the standby has
@@ -304,34 +241,14 @@ impl LeaseStore for Transaction<'_> {
 
     fn stored(&mut self, key: LeaseKey) -> Result<Option<StoredLease>, StoreError> {
         self.reach()?;
-        Ok(self.pending.rows.get(&RowKey::new(self.holder, key)).copied())
+        Ok(fleet::stored(&self.pending.rows, self.holder, key))
     }
 
-    /// The table's exclusion constraint holds for a renewal too: no two leases share a node
-    /// and a second.
     fn renew(&mut self, key: LeaseKey, renewal: Renewal, now: u64) -> Result<Option<Renewal>, StoreError> {
         self.reach()?;
-        let row_key = RowKey::new(self.holder, key);
-        if let Some(&stored) = self.pending.rows.get(&row_key).filter(|row| row.end >= now) {
-            let new_end = stored.end.max(renewal.end);
-            let overlaps = self.pending.rows.iter().any(|(&other, row)| {
-                other != row_key
-                    && other.lease.first_node <= stored.last_node
-                    && row.last_node >= key.first_node
-                    && other.lease.start <= new_end
-                    && row.end >= key.start
-            });
-            if overlaps {
-                return Err(StoreError("23P01: the renewal overlaps another lease".into()));
-            }
-        }
+        fleet::check_renewal(&self.pending.rows, self.holder, key, renewal, now)?;
         self.pending.write(Write::Renew { holder: self.holder, key, renewal, now });
-        Ok(self
-            .pending
-            .rows
-            .get(&row_key)
-            .filter(|row| row.end >= now)
-            .map(|row| Renewal { end: row.end, used_through: row.used_through }))
+        Ok(fleet::renewed(&self.pending.rows, self.holder, key, now))
     }
 
     fn delete(&mut self, key: LeaseKey) -> Result<(), StoreError> {
@@ -348,24 +265,12 @@ impl LeaseStore for Transaction<'_> {
 
     fn leases_of(&mut self, first: u32, last: u32) -> Result<Vec<LeasedBlock>, StoreError> {
         self.reach()?;
-        Ok(self
-            .pending
-            .rows
-            .iter()
-            .filter(|&(key, row)| key.lease.first_node <= last && row.last_node >= first)
-            .map(|(key, row)| LeasedBlock { first_node: key.lease.first_node, last_node: row.last_node, end: row.end })
-            .collect())
+        Ok(fleet::leases_of(&self.pending.rows, first, last))
     }
 
-    /// The table's rule: a new lease of a node starts after every earlier lease of it ended.
     fn insert(&mut self, lease: &Lease) -> Result<(), StoreError> {
         self.reach()?;
-        let overlaps = self.pending.rows.iter().any(|(key, row)| {
-            key.lease.first_node <= lease.last_node && row.last_node >= lease.first_node && row.end >= lease.start
-        });
-        if overlaps {
-            return Err(StoreError("23P01: the lease overlaps or precedes an existing one".into()));
-        }
+        fleet::check_insert(&self.pending.rows, lease)?;
         self.pending.write(Write::Insert { holder: self.holder, lease: *lease });
         Ok(())
     }
@@ -416,119 +321,6 @@ impl LeaseStore for Transaction<'_> {
 
 // ---------------------------------------------------------------- the members
 
-/// A member's shared memory: the published lease and the node table. A crash wipes it.
-#[derive(Default)]
-struct SharedMemory {
-    version: u64,
-    leases_taken: u64,
-    published: Option<Published>,
-    last_published: Option<Lease>,
-    unconfirmed: Vec<LeaseKey>,
-    node_holder: HashMap<u32, usize>,
-    node_used_through: HashMap<u32, u64>,
-    latest_used: u64,
-    /// What the backends counted for monitoring: refusals because of the clock, and because
-    /// of the lease.
-    clock_refusals: u64,
-    lease_refusals: u64,
-}
-
-impl Board for SharedMemory {
-    fn published(&self) -> Option<Lease> {
-        self.published.map(|published| published.lease)
-    }
-
-    fn last_published(&self) -> Option<Lease> {
-        self.last_published
-    }
-
-    fn publish(&mut self, lease: Lease, renewal: bool) {
-        if !renewal {
-            self.leases_taken += 1;
-        }
-        self.version += 1;
-        self.published = Some(Published { number: self.leases_taken, lease });
-        self.last_published = Some(lease);
-    }
-
-    fn withdraw(&mut self) {
-        self.version += 1;
-        self.published = None;
-    }
-
-    fn unconfirmed(&self) -> Vec<LeaseKey> {
-        self.unconfirmed.clone()
-    }
-
-    fn remember_unconfirmed(&mut self, key: LeaseKey) {
-        if self.unconfirmed.len() == UNCONFIRMED_SLOTS {
-            self.unconfirmed.remove(0);
-        }
-        self.unconfirmed.push(key);
-    }
-
-    fn forget_unconfirmed(&mut self) {
-        self.unconfirmed.clear();
-    }
-}
-
-/// The shared memory as one backend sees it.
-struct BackendView<'a> {
-    memory: &'a mut SharedMemory,
-    backend: usize,
-}
-
-impl Server for BackendView<'_> {
-    fn latest_used(&self) -> u64 {
-        self.memory.latest_used
-    }
-
-    fn lease_version(&self) -> u64 {
-        self.memory.version
-    }
-
-    fn published(&self) -> (u64, Option<Published>) {
-        (self.memory.version, self.memory.published)
-    }
-
-    fn leases_taken(&self) -> u64 {
-        self.memory.leases_taken
-    }
-
-    fn acquire(&mut self, first: u32, last: u32, now: u64) -> Result<(u32, u64), NoNode> {
-        let mut saw_free = false;
-        for node in first..=last {
-            if self.memory.node_holder.contains_key(&node) {
-                continue;
-            }
-            saw_free = true;
-            let used_through = self.memory.node_used_through.get(&node).copied().unwrap_or(0);
-            if used_through < now {
-                self.memory.node_holder.insert(node, self.backend);
-                return Ok((node, used_through));
-            }
-        }
-        Err(if saw_free { NoNode::AllUsedThisSecond } else { NoNode::AllHeld })
-    }
-
-    fn record_used(&mut self, node: u32, second: u64) {
-        self.memory.node_used_through.insert(node, second);
-        self.memory.latest_used = self.memory.latest_used.max(second);
-    }
-
-    fn release(&mut self, node: u32) {
-        self.memory.node_holder.remove(&node);
-    }
-
-    fn count(&mut self, event: Event) {
-        match event {
-            Event::ClockRefusal => self.memory.clock_refusals += 1,
-            Event::LeaseRefusal => self.memory.lease_refusals += 1,
-            Event::NodeSwitch => {}
-        }
-    }
-}
-
 /// A fleet member, or a range-mode server.
 struct Member {
     holder: u64,
@@ -545,6 +337,8 @@ struct Member {
     backends: Vec<Backend>,
     /// Real time (ms) before which each backend is waiting.
     backend_waits: Vec<u64>,
+    /// What the member issued in the latest second it issued in, under the lease it issued under.
+    used: Option<SecondUse>,
     /// Real time (ms) until which the member is down (crashed) or cut off from the coordinator.
     down_until: u64,
     cut_off_until: u64,
@@ -574,6 +368,7 @@ impl Member {
             memory: SharedMemory::default(),
             backends: (0..BACKENDS).map(|_| Backend::new()).collect(),
             backend_waits: vec![0; BACKENDS],
+            used: None,
             down_until: 0,
             cut_off_until: 0,
             next_tick_at: now_ms,
@@ -605,43 +400,80 @@ impl Member {
         self.keeper.tick(now, &mut transaction, &mut self.memory)
     }
 
-    /// A call of backend `backend` for at most `max_ids` IDs at clock reading `now`.
-    fn refill(&mut self, backend: usize, now: u64, max_ids: u32) -> Refill {
-        self.backends[backend].refill(now, 2, max_ids, &mut BackendView { memory: &mut self.memory, backend })
+    /// A call of backend `backend` for a run of at most `run` IDs at clock reading `now`.
+    fn refill(&mut self, backend: usize, now: u64, run: u32) -> Refill {
+        self.backends[backend].refill(now, run, &mut BackendView { memory: &mut self.memory })
     }
 
-    /// A crash: shared memory and every backend gone; the keeper starts over.
+    /// A crash: shared memory (the published lease and the position) and every backend gone;
+    /// the keeper starts over.
     fn crash(&mut self, until_ms: u64) {
         self.memory = SharedMemory::default();
         self.backends = (0..BACKENDS).map(|_| Backend::new()).collect();
+        self.used = None;
         self.down_until = until_ms;
     }
+
+    /// Counts `count` IDs from `first` (plain values, consecutive) toward what the member used in
+    /// that second under the lease whose first node is `lease_first`: the number of distinct
+    /// nodes it has used in that second under that lease, and the IDs it issued there.
+    fn count_use(&mut self, lease_first: u32, first: Parts, count: u32) -> (usize, u64) {
+        let last = Parts::from_raw(first.to_raw() + u64::from(count) - 1);
+        let used = match &mut self.used {
+            Some(used) if (used.second, used.lease_first) == (first.timestamp, lease_first) => used,
+            slot => slot.insert(SecondUse { second: first.timestamp, lease_first, ids: 0, nodes: BTreeSet::new() }),
+        };
+        used.ids += u64::from(count);
+        used.nodes.extend(first.node_id..=last.node_id);
+        (used.nodes.len(), used.ids)
+    }
+}
+
+/// What a member issued in one second under one lease: how many IDs, from which nodes.
+struct SecondUse {
+    second: u64,
+    lease_first: u32,
+    ids: u64,
+    nodes: BTreeSet<u32>,
+}
+
+/// A DBA's DELETE of every row, or DROP EXTENSION's loss of the table.
+fn every_row_deleted() -> Write {
+    Write::Prune { first: 0, last: MAX_NODE, before: u64::MAX }
 }
 
 // ---------------------------------------------------------------- the simulation
 
-/// A run of sequences `start..stop` issued by a member.
-#[derive(Clone, Copy)]
-struct Run {
-    start: u32,
-    stop: u32,
-    member: usize,
-}
-
-/// Every run of IDs issued, by (second, node), to find any overlap.
+/// Every run of IDs issued, as the plain values `first.to_raw()..first.to_raw() + count` with the
+/// member that issued them, to find any value issued twice. A run's values are consecutive: within
+/// its second it may go on from one node's last sequence into the next node's first, so a run is
+/// checked value by value along the layout, not as sequences of one node. Filed under each
+/// (second, node) it reaches, so that a check reads the few runs of those nodes in that second.
 #[derive(Default)]
 struct Issued {
     runs: HashMap<(u64, u32), Vec<Run>>,
     count: u64,
 }
 
+/// The plain values `start..stop`, issued by `member`.
+#[derive(Clone, Copy)]
+struct Run {
+    start: u64,
+    stop: u64,
+    member: usize,
+}
+
 impl Issued {
-    /// Records a run; the other member that issued the same triple, if any.
-    fn record(&mut self, second: u64, node: u32, first: u32, count: u32, member: usize) -> Option<usize> {
-        let runs = self.runs.entry((second, node)).or_default();
-        let stop = first + count;
-        let clash = runs.iter().find(|run| first < run.stop && run.start < stop).map(|run| run.member);
-        runs.push(Run { start: first, stop, member });
+    /// Records the run of `count` values from `first`; the member that issued one of them
+    /// before, if any.
+    fn record(&mut self, first: Parts, count: u32, member: usize) -> Option<usize> {
+        let (start, stop) = (first.to_raw(), first.to_raw() + u64::from(count));
+        let mut clash = None;
+        for node in first.node_id..=Parts::from_raw(stop - 1).node_id {
+            let runs = self.runs.entry((first.timestamp, node)).or_default();
+            clash = clash.or(runs.iter().find(|run| start < run.stop && run.start < stop).map(|run| run.member));
+            runs.push(Run { start, stop, member });
+        }
         self.count += u64::from(count);
         clash
     }
@@ -660,6 +492,12 @@ struct Summary {
     uncertain_commits: u64,
     failovers: u64,
     refusals: u64,
+    /// Runs that went on from one node's last sequence into the next node's first.
+    node_crossings: u64,
+    /// Waits for the next second because every node of the lease had used up the current one.
+    seconds_used_up: u64,
+    /// The most distinct nodes any member or server used in one second (under one lease).
+    most_nodes_in_a_second: usize,
     /// Of the range-mode servers: restarts, DBA deletions of their rows, DROP EXTENSIONs.
     range_restarts: u64,
     rows_deleted: u64,
@@ -690,73 +528,98 @@ fn heal(coordinator: &mut Coordinator, members: &mut [Member], now_ms: u64) {
 
 /// What a backend's answer is checked against: its server's shared memory before the call.
 struct Before {
-    latest_used: u64,
+    /// The server's position: the next plain value it hands out.
+    position: u64,
     leases_taken: u64,
     published: Option<Published>,
-    refusals_counted: (u64, u64),
+    /// Refusals counted as the clock's and as the lease's, and seconds counted as used up.
+    counted: (u64, u64, u64),
 }
 
 impl Before {
     fn read(memory: &SharedMemory) -> Self {
         Self {
-            latest_used: memory.latest_used,
+            position: memory.position.report().next,
             leases_taken: memory.leases_taken,
             published: memory.published,
-            refusals_counted: (memory.clock_refusals, memory.lease_refusals),
+            counted: (memory.clock_refusals, memory.lease_refusals, memory.seconds_used_up),
         }
     }
 }
 
-/// Checks a backend's answer at clock reading `now` against its server's state before the call
-/// (the latest second any of its processes used, the leases it has taken since it started and
-/// the lease it published) and after it (the refusals counted). The rules, in the order they
-/// apply: a clock behind a used second is refused; without a lease the backend waits (for the
-/// first, longer) or refuses; a clock before the lease's start waits if the start is at most the
-/// high-water lead (and the second being written) ahead, else it is refused; the second after the
-/// lease waits for its renewal, later ones are refused; within the lease, IDs of that second from
-/// the lease's nodes, or a wait for the next second when its nodes are spent. Each refusal is
-/// counted once, as the clock's or the lease's.
-fn check_answer(now: u64, before: &Before, after: &SharedMemory, answer: &Refill) -> Result<(), String> {
-    let Before { latest_used, leases_taken, published, refusals_counted } = *before;
-    let right = match published.map(|published| published.lease) {
-        _ if now < latest_used => *answer == Refill::Refused(Refusal::ClockBehind { now, used: latest_used }),
+/// What a call for a run of `run` IDs at clock reading `now`, inside `lease`'s seconds, gets from
+/// the position `position`, and whether it counts a second used up. The position's second is the
+/// server's clock floor: a clock one second behind it waits for it, one further behind is refused
+/// (with `fault-position-rewinds`, the position moves back to the clock's second instead). At or
+/// past it, the run is the position's next values in `now`, from the lease's first node if the
+/// position is below it, cut at the lease's last value; past that value, the second is used up.
+fn from_the_position(now: u64, run: u32, position: u64, lease: &Lease) -> (Refill, bool) {
+    let second = Parts::from_raw(position).timestamp;
+    let start = Parts { timestamp: now, node_id: lease.first_node, sequence: 0 }.to_raw();
+    let last = Parts { timestamp: now, node_id: lease.last_node, sequence: MAX_SEQUENCE }.to_raw().min(u64::MAX - 1);
+    let first = match second {
+        _ if second > now && cfg!(feature = "fault-position-rewinds") => start,
+        _ if second == now + 1 => return (Refill::WaitForSecond(second), false),
+        _ if second > now => return (Refill::Refused(Refusal::ClockBehind { now, used: second }), false),
+        _ if position > last => return (Refill::WaitForSecond(now + 1), true),
+        _ => position.max(start),
+    };
+    (Refill::Issued { first: Parts::from_raw(first), count: (last - first + 1).min(u64::from(run)) as u32 }, false)
+}
+
+/// Checks a backend's answer to a call for a run of `run` IDs at clock reading `now` against its
+/// server's state before the call (its position, the leases it has taken since it started and
+/// the lease it published) and after it (the refusals and used-up seconds counted). The rules, in
+/// the order they apply: without a lease the backend waits (for the first, longer) or refuses; a
+/// clock past the last second an ID can carry is refused; a clock before the lease's start waits
+/// if the start is at most the high-water lead (and the second being written) ahead, else it is
+/// refused; the second after the lease waits for its renewal, later ones are refused; within the
+/// lease, the position decides ([`from_the_position`]). Each refusal is counted once, as the
+/// clock's or the lease's, and each second used up once.
+fn check_answer(now: u64, run: u32, before: &Before, after: &SharedMemory, answer: &Refill) -> Result<(), String> {
+    let Before { position, leases_taken, published, counted } = *before;
+    let (right, used_up) = match published.map(|published| published.lease) {
         None => {
             let limit = if leases_taken == 0 { FIRST_LEASE_WAIT } else { RENEWAL_WAIT };
-            *answer == Refill::AwaitLease { limit } || *answer == Refill::Refused(Refusal::NoLease)
+            (*answer == Refill::AwaitLease { limit } || *answer == Refill::Refused(Refusal::NoLease), false)
         }
+        Some(_) if now > MAX_SECOND => (*answer == Refill::Refused(Refusal::PastLastSecond { now }), false),
         Some(lease) if now < lease.start && lease.start - now <= HIGH_WATER_LEAD + 1 => {
-            *answer == Refill::WaitForSecond(lease.start)
+            (*answer == Refill::WaitForSecond(lease.start), false)
         }
         Some(lease) if now < lease.start => {
-            *answer == Refill::Refused(Refusal::BeforeWindow { now, first: lease.start })
+            (*answer == Refill::Refused(Refusal::BeforeWindow { now, first: lease.start }), false)
         }
-        Some(lease) if now == lease.issuable_through() + 1 => *answer == Refill::AwaitLease { limit: RENEWAL_WAIT },
-        Some(lease) if now > lease.issuable_through() => {
-            *answer == Refill::Refused(Refusal::AfterWindow { now, last: lease.issuable_through() })
+        Some(lease) if now == lease.issuable_through().min(MAX_SECOND) + 1 => {
+            (*answer == Refill::AwaitLease { limit: RENEWAL_WAIT }, false)
         }
-        Some(lease) => match *answer {
-            Refill::Issued { first, count } => {
-                first.timestamp == now && (lease.first_node..=lease.last_node).contains(&first.node_id) && count >= 1
-            }
-            Refill::WaitForSecond(second) => second == now + 1,
-            _ => false,
-        },
+        Some(lease) if now > lease.issuable_through().min(MAX_SECOND) => {
+            let last = lease.issuable_through().min(MAX_SECOND);
+            (*answer == Refill::Refused(Refusal::AfterWindow { now, last }), false)
+        }
+        Some(lease) => {
+            let (expected, used_up) = from_the_position(now, run, position, &lease);
+            (*answer == expected, used_up)
+        }
     };
-    let (clock, lease) = refusals_counted;
-    let counted = match answer {
-        Refill::Refused(Refusal::ClockBehind { .. } | Refusal::BeforeWindow { .. }) => (clock + 1, lease),
-        Refill::Refused(Refusal::AfterWindow { .. } | Refusal::NoLease) => (clock, lease + 1),
-        _ => (clock, lease),
+    let (clock, lease, seconds) = counted;
+    let expected_counts = match answer {
+        Refill::Refused(Refusal::AfterWindow { .. } | Refusal::NoLease) => (clock, lease + 1, seconds),
+        Refill::Refused(_) => (clock + 1, lease, seconds),
+        _ => (clock, lease, seconds + u64::from(used_up)),
     };
+    let counts = (after.clock_refusals, after.lease_refusals, after.seconds_used_up);
     if !right {
         Err(format!(
-            "latest second used {latest_used}, {leases_taken} leases taken, published {published:?}: answered {answer:?}"
+            "position {:?}, {leases_taken} leases taken, published {published:?}: answered {answer:?}",
+            Parts::from_raw(position)
         ))
-    } else if (after.clock_refusals, after.lease_refusals) != counted {
+    } else if counts != expected_counts {
         Err(format!(
-            "{answer:?} counted as {} clock and {} lease refusals",
-            after.clock_refusals - clock,
-            after.lease_refusals - lease
+            "{answer:?} counted as {} clock and {} lease refusals and {} seconds used up",
+            counts.0 - clock,
+            counts.1 - lease,
+            counts.2 - seconds
         ))
     } else {
         Ok(())
@@ -861,7 +724,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             800..=1_099 => member.clock_offset += random.offset(1),
             1_100..=1_199 => {
                 if let Some(database) = member.own_database.as_mut().filter(|database| database.table_exists) {
-                    database.commit_durably(Write::Clear);
+                    database.commit_durably(every_row_deleted());
                     member.bound_in_memory_only = true;
                     summary.rows_deleted += 1;
                     history.note(now_ms, format_args!("member {index}: a DBA deleted its rows"));
@@ -869,7 +732,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             }
             1_200..=1_249 => {
                 if let Some(database) = member.own_database.as_mut().filter(|database| database.table_exists) {
-                    database.commit_durably(Write::Clear);
+                    database.commit_durably(every_row_deleted());
                     database.table_exists = false;
                     member.bound_in_memory_only = true;
                     summary.extension_drops += 1;
@@ -915,30 +778,39 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
             continue;
         }
         if random.chance(2_000) {
-            // The session ends: its node goes back.
-            member.backends[backend].release(&mut BackendView { memory: &mut member.memory, backend });
+            // The session ends, and another begins: a backend holds no node, so nothing goes back.
             member.backends[backend] = Backend::new();
             continue;
         }
+        let run = if random.chance(BULK_CHANCE) { 1 + random.below(BULK_RUN) } else { 1 + random.below(8) } as u32;
+        let lease_first = member.memory.published.map(|published| published.lease.first_node);
         let before = Before::read(&member.memory);
-        let answer = member.refill(backend, now, 1 + random.below(8) as u32);
-        if let Err(wrong) = check_answer(now, &before, &member.memory, &answer) {
+        let answer = member.refill(backend, now, run);
+        if let Err(wrong) = check_answer(now, run, &before, &member.memory, &answer) {
             return Err(format!(
-                "wrong answer: seed {seed}, step {step}: member {index}'s backend {backend} at clock {now}: {wrong}\nlast events:\n{history}"
+                "wrong answer: seed {seed}, step {step}: member {index}'s backend {backend} at clock {now}, a run of {run}: {wrong}\nlast events:\n{history}"
             ));
         }
+        summary.seconds_used_up += member.memory.seconds_used_up - before.counted.2;
         match answer {
             Refill::Issued { first, count } => {
-                if let Some(other) = issued.record(first.timestamp, first.node_id, first.sequence, count, index) {
+                if let Some(other) = issued.record(first, count, index) {
+                    let last = Parts::from_raw(first.to_raw() + u64::from(count) - 1);
                     return Err(format!(
-                        "duplicate: seed {seed}, step {step}: second {} node {} sequences {}..{} issued by member {index} and member {other} (coordinator failovers {})\nlast events:\n{history}",
-                        first.timestamp,
-                        first.node_id,
-                        first.sequence,
-                        first.sequence + count,
+                        "duplicate: seed {seed}, step {step}: plain values {first:?} to {last:?} issued by member {index} and member {other} (coordinator failovers {})\nlast events:\n{history}",
                         coordinator.failovers,
                     ));
                 }
+                let (nodes, ids) = member.count_use(lease_first.unwrap_or(first.node_id), first, count);
+                if nodes as u64 > ids.div_ceil(NODE_SECOND) {
+                    return Err(format!(
+                        "too many nodes: seed {seed}, step {step}: member {index} used {nodes} nodes for {ids} IDs in second {}\nlast events:\n{history}",
+                        first.timestamp
+                    ));
+                }
+                summary.most_nodes_in_a_second = summary.most_nodes_in_a_second.max(nodes);
+                summary.node_crossings +=
+                    u64::from(first.node_id != Parts::from_raw(first.to_raw() + u64::from(count) - 1).node_id);
                 if let Some((since, recovered)) = &mut healed {
                     if recovered[index].is_none() {
                         recovered[index] = Some(now_ms);
@@ -966,7 +838,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
     Ok(summary)
 }
 
-#[cfg(not(feature = "fault-grant-uncertain-commits"))]
+#[cfg(not(any(feature = "fault-grant-uncertain-commits", feature = "fault-position-rewinds")))]
 #[test]
 fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commits_crashes_and_clock_steps() {
     let started = std::time::Instant::now();
@@ -981,6 +853,10 @@ fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commit
             summary.range_restarts > 5 && summary.rows_deleted > 2 && summary.extension_drops > 0,
             "seed {seed}: range-mode faults too rare: {summary:?}"
         );
+        assert!(
+            summary.node_crossings > 100 && summary.seconds_used_up > 10 && summary.most_nodes_in_a_second == 3,
+            "seed {seed}: runs too short to cross nodes and use blocks up: {summary:?}"
+        );
         assert_eq!(summary.heals, STEPS / CYCLE_STEPS, "seed {seed}: {summary:?}");
         total.steps += summary.steps;
         total.ids += summary.ids;
@@ -988,6 +864,9 @@ fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commit
         total.uncertain_commits += summary.uncertain_commits;
         total.failovers += summary.failovers;
         total.refusals += summary.refusals;
+        total.node_crossings += summary.node_crossings;
+        total.seconds_used_up += summary.seconds_used_up;
+        total.most_nodes_in_a_second = total.most_nodes_in_a_second.max(summary.most_nodes_in_a_second);
         total.range_restarts += summary.range_restarts;
         total.rows_deleted += summary.rows_deleted;
         total.extension_drops += summary.extension_drops;
@@ -997,8 +876,10 @@ fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commit
     let seconds = started.elapsed().as_secs_f64();
     println!(
         "{} steps in {seconds:.1} s ({:.0} steps/s): {} IDs, {} leases, {} uncertain commits, {} failovers, {} refusals, \
-         each for its reason; range-mode servers: {} restarts, {} deletions of their rows, {} DROP EXTENSIONs; \
-         no duplicate; after each of {} heals every member issued again, the slowest after {} ms",
+         each for its reason; {} runs went on into the next node, {} waits for the next second with a block used up, \
+         at most {} nodes used by one member in one second; range-mode servers: {} restarts, {} deletions of their \
+         rows, {} DROP EXTENSIONs; no duplicate; after each of {} heals every member issued again, the slowest after \
+         {} ms",
         total.steps,
         total.steps as f64 / seconds,
         total.ids,
@@ -1006,6 +887,9 @@ fn no_id_is_issued_twice_and_every_member_recovers_through_failovers_lost_commit
         total.uncertain_commits,
         total.failovers,
         total.refusals,
+        total.node_crossings,
+        total.seconds_used_up,
+        total.most_nodes_in_a_second,
         total.range_restarts,
         total.rows_deleted,
         total.extension_drops,
@@ -1106,21 +990,101 @@ fn a_preference_past_the_last_block_counts_on_from_the_first() {
     assert_eq!(lease.first_node, POOL.0 + 2 * BLOCK);
 }
 
-/// A renewal moves the end of the lease a backend follows; it keeps its node and goes on with
-/// the sequences of the second it is in.
+/// A renewal moves the end of the lease the backends follow and leaves the server's position
+/// alone: the next run, whichever backend takes it, goes on from the last value handed out.
 #[test]
-fn a_backend_keeps_its_node_through_a_renewal() {
+fn a_renewal_keeps_the_servers_position() {
     let mut member = Member::new(1000, 4, 0);
     let mut coordinator = Coordinator::new();
-    let Outcome::Taken(_) = member.tick(T0, &mut coordinator, true, Fate::Plain, false).outcome else {
-        panic!("no lease taken")
-    };
+    let lease = takes_a_lease(&mut member, &mut coordinator);
     let Refill::Issued { first, count } = member.refill(0, T0 + 7, 4) else { panic!("nothing issued") };
-    let Outcome::Renewed(_) = member.tick(T0 + 7, &mut coordinator, true, Fate::Plain, false).outcome else {
+    let Outcome::Renewed(renewed) = member.tick(T0 + 7, &mut coordinator, true, Fate::Plain, false).outcome else {
         panic!("not renewed")
     };
-    let Refill::Issued { first: next, .. } = member.refill(0, T0 + 7, 4) else { panic!("nothing issued") };
-    assert_eq!((next.node_id, next.sequence), (first.node_id, first.sequence + count));
+    assert!(renewed.end > lease.end);
+    let Refill::Issued { first: next, .. } = member.refill(1, T0 + 7, 4) else { panic!("nothing issued") };
+    assert_eq!(next.to_raw(), first.to_raw() + u64::from(count));
+}
+
+/// The plain values a member's backends were handed, in order, and how many nodes they came from.
+fn runs_of(member: &mut Member, calls: &[(usize, u64, u32)]) -> (Vec<(u64, u32)>, usize) {
+    let runs: Vec<(u64, u32)> = calls
+        .iter()
+        .map(|&(backend, now, run)| match member.refill(backend, now, run) {
+            Refill::Issued { first, count } => (first.to_raw(), count),
+            other => panic!("backend {backend} was not issued a run of {run} at {now}: {other:?}"),
+        })
+        .collect();
+    let nodes: BTreeSet<u32> = runs
+        .iter()
+        .flat_map(|&(first, count)| {
+            Parts::from_raw(first).node_id..=Parts::from_raw(first + u64::from(count) - 1).node_id
+        })
+        .collect();
+    (runs, nodes.len())
+}
+
+/// Every backend of a member takes its runs from the member's one position: within a second
+/// they share the block's first node until it is used up, a run goes on into the next node, and
+/// the member uses no more nodes than its IDs of the second fill. Once the block is used up, every
+/// backend waits for the next second, which begins again at the block's first node.
+#[test]
+fn backends_of_one_member_share_its_nodes_within_a_second() {
+    let mut member = Member::new(1000, 4, 0);
+    let lease = takes_a_lease(&mut member, &mut Coordinator::new());
+    let (runs, nodes) = runs_of(&mut member, &[(0, T0, 100), (1, T0, 5), (2, T0, 64), (0, T0, 7)]);
+    let start = Parts { timestamp: T0, node_id: lease.first_node, sequence: 0 }.to_raw();
+    assert_eq!(runs, [(start, 100), (start + 100, 5), (start + 105, 64), (start + 169, 7)]);
+    assert_eq!(nodes, 1, "176 IDs from one node, whichever backend took them");
+    let (runs, nodes) = runs_of(&mut member, &[(1, T0, 131_000)]);
+    assert_eq!(runs, [(start + 176, 131_000)]);
+    assert_eq!(Parts::from_raw(start + 176 + 131_000 - 1).node_id, lease.first_node + 1, "the run went on");
+    assert_eq!(nodes, 2, "131,176 IDs fill ⌈131,176 ÷ 131,072⌉ = 2 nodes");
+    // The rest of the block, then the wait: for every backend.
+    let rest = BLOCK * (MAX_SEQUENCE + 1) - 131_176;
+    assert_eq!(runs_of(&mut member, &[(2, T0, rest + 10)]).0, [(start + 131_176, rest)], "cut at the block's end");
+    for backend in 0..BACKENDS {
+        assert_eq!(member.refill(backend, T0, 1), Refill::WaitForSecond(T0 + 1));
+    }
+    assert_eq!(member.memory.seconds_used_up, BACKENDS as u64);
+    let next = Parts { timestamp: T0 + 1, node_id: lease.first_node, sequence: 0 }.to_raw();
+    assert_eq!(runs_of(&mut member, &[(1, T0 + 1, 3), (0, T0 + 1, 3)]).0, [(next, 3), (next + 3, 3)]);
+}
+
+/// A crash loses the position with the rest of shared memory. The restarted member's keeper takes
+/// another block (its old lease still holds the old one until its end), whose runs begin at its
+/// first node, in the very second of the crash: nothing the old position handed out comes again.
+#[test]
+fn a_restarted_member_starts_a_new_position_on_another_block() {
+    let mut member = Member::new(1000, 4, 0);
+    let mut coordinator = Coordinator::new();
+    let old = takes_a_lease(&mut member, &mut coordinator);
+    let (before, _) = runs_of(&mut member, &[(0, T0 + 3, 50)]);
+    member.crash(0);
+    let Outcome::Taken(new) = member.tick(T0 + 3, &mut coordinator, true, Fate::Plain, false).outcome else {
+        panic!("no lease taken after the restart")
+    };
+    assert_ne!(new.first_node, old.first_node);
+    assert_eq!(new.start, T0 + 3);
+    let (after, _) = runs_of(&mut member, &[(0, T0 + 3, 50)]);
+    assert_eq!(after, [(Parts { timestamp: T0 + 3, node_id: new.first_node, sequence: 0 }.to_raw(), 50)]);
+    assert_ne!(Parts::from_raw(before[0].0).node_id, Parts::from_raw(after[0].0).node_id);
+}
+
+/// The lease's window is checked before the position's second: a clock before the lease's start
+/// (beyond the high-water lead) is refused as such, even behind the position. Within the window, a
+/// clock one second behind the position waits for its second, and one further behind is refused.
+#[cfg(not(feature = "fault-position-rewinds"))]
+#[test]
+fn the_leases_window_comes_before_the_positions_second() {
+    let mut member = Member::new(1000, 4, 0);
+    let lease = takes_a_lease(&mut member, &mut Coordinator::new());
+    runs_of(&mut member, &[(0, T0 + 5, 1)]);
+    let early = T0 - HIGH_WATER_LEAD - 2;
+    assert_eq!(member.refill(1, early, 1), Refill::Refused(Refusal::BeforeWindow { now: early, first: lease.start }));
+    assert_eq!(member.refill(1, T0 + 4, 1), Refill::WaitForSecond(T0 + 5));
+    assert_eq!(member.refill(1, T0 + 3, 1), Refill::Refused(Refusal::ClockBehind { now: T0 + 3, used: T0 + 5 }));
+    assert_eq!((member.memory.clock_refusals, member.memory.lease_refusals), (2, 0));
 }
 
 /// The last second an ID can carry ends every lease: a clock past it is refused as such, and a
@@ -1154,6 +1118,15 @@ fn past_the_last_second_an_id_can_carry_nothing_is_issued() {
 fn with_uncertain_commits_granted_the_simulation_finds_a_duplicate() {
     let failure = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
         .expect_err("the keeper granted uncertain commits, and the default budget found no duplicate");
+    assert!(failure.starts_with("duplicate"), "the simulation failed otherwise first:\n{failure}");
+    println!("found, as it must be:\n{failure}");
+}
+
+#[cfg(feature = "fault-position-rewinds")]
+#[test]
+fn with_the_positions_clock_rule_off_the_simulation_finds_a_duplicate() {
+    let failure = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
+        .expect_err("the position moved back to clocks stepped back, and the default budget found no duplicate");
     assert!(failure.starts_with("duplicate"), "the simulation failed otherwise first:\n{failure}");
     println!("found, as it must be:\n{failure}");
 }
