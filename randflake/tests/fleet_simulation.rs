@@ -337,6 +337,9 @@ struct Member {
     backends: Vec<Backend>,
     /// Real time (ms) before which each backend is waiting.
     backend_waits: Vec<u64>,
+    /// The position's second when each backend last asked for the clock to be read again, until
+    /// it issues or refuses the clock: what its next answer to a clock still behind depends on.
+    backend_rereads: Vec<Option<u64>>,
     /// What the member issued in the latest second it issued in, under the lease it issued under.
     used: Option<SecondUse>,
     /// Real time (ms) until which the member is down (crashed) or cut off from the coordinator.
@@ -368,6 +371,7 @@ impl Member {
             memory: SharedMemory::default(),
             backends: (0..BACKENDS).map(|_| Backend::new()).collect(),
             backend_waits: vec![0; BACKENDS],
+            backend_rereads: vec![None; BACKENDS],
             used: None,
             down_until: 0,
             cut_off_until: 0,
@@ -410,6 +414,7 @@ impl Member {
     fn crash(&mut self, until_ms: u64) {
         self.memory = SharedMemory::default();
         self.backends = (0..BACKENDS).map(|_| Backend::new()).collect();
+        self.backend_rereads.fill(None);
         self.used = None;
         self.down_until = until_ms;
     }
@@ -532,8 +537,9 @@ struct Before {
     position: u64,
     leases_taken: u64,
     published: Option<Published>,
-    /// Refusals counted as the clock's and as the lease's, and seconds counted as used up.
-    counted: (u64, u64, u64),
+    /// Refusals counted as the clock's and as the lease's, seconds counted as used up, and node
+    /// switches.
+    counted: (u64, u64, u64, u64),
 }
 
 impl Before {
@@ -542,24 +548,25 @@ impl Before {
             position: memory.position.report().next,
             leases_taken: memory.leases_taken,
             published: memory.published,
-            counted: (memory.clock_refusals, memory.lease_refusals, memory.seconds_used_up),
+            counted: (memory.clock_refusals, memory.lease_refusals, memory.seconds_used_up, memory.node_switches),
         }
     }
 }
 
 /// What a call for a run of `run` IDs at clock reading `now`, inside `lease`'s seconds, gets from
 /// the position `position`, and whether it counts a second used up. The position's second is the
-/// server's clock floor: a clock one second behind it waits for it, one further behind is refused
-/// (with `fault-position-rewinds`, the position moves back to the clock's second instead). At or
-/// past it, the run is the position's next values in `now`, from the lease's first node if the
+/// server's clock floor: a clock one second behind it is read again once (unless the backend did
+/// for that second, `reread_for`), and one further behind is refused (with
+/// `fault-position-rewinds`, the position moves back to the clock's second instead). At or past
+/// it, the run is the position's next values in `now`, from the lease's first node if the
 /// position is below it, cut at the lease's last value; past that value, the second is used up.
-fn from_the_position(now: u64, run: u32, position: u64, lease: &Lease) -> (Refill, bool) {
+fn from_the_position(now: u64, run: u32, position: u64, reread_for: Option<u64>, lease: &Lease) -> (Refill, bool) {
     let second = Parts::from_raw(position).timestamp;
     let start = Parts { timestamp: now, node_id: lease.first_node, sequence: 0 }.to_raw();
     let last = Parts { timestamp: now, node_id: lease.last_node, sequence: MAX_SEQUENCE }.to_raw().min(u64::MAX - 1);
     let first = match second {
         _ if second > now && cfg!(feature = "fault-position-rewinds") => start,
-        _ if second == now + 1 => return (Refill::WaitForSecond(second), false),
+        _ if second == now + 1 && reread_for != Some(second) => return (Refill::ReadClockAgain, false),
         _ if second > now => return (Refill::Refused(Refusal::ClockBehind { now, used: second }), false),
         _ if position > last => return (Refill::WaitForSecond(now + 1), true),
         _ => position.max(start),
@@ -576,7 +583,14 @@ fn from_the_position(now: u64, run: u32, position: u64, lease: &Lease) -> (Refil
 /// refused; the second after the lease waits for its renewal, later ones are refused; within the
 /// lease, the position decides ([`from_the_position`]). Each refusal is counted once, as the
 /// clock's or the lease's, and each second used up once.
-fn check_answer(now: u64, run: u32, before: &Before, after: &SharedMemory, answer: &Refill) -> Result<(), String> {
+fn check_answer(
+    now: u64,
+    run: u32,
+    before: &Before,
+    reread_for: Option<u64>,
+    after: &SharedMemory,
+    answer: &Refill,
+) -> Result<(), String> {
     let Before { position, leases_taken, published, counted } = *before;
     let (right, used_up) = match published.map(|published| published.lease) {
         None => {
@@ -598,17 +612,26 @@ fn check_answer(now: u64, run: u32, before: &Before, after: &SharedMemory, answe
             (*answer == Refill::Refused(Refusal::AfterWindow { now, last }), false)
         }
         Some(lease) => {
-            let (expected, used_up) = from_the_position(now, run, position, &lease);
+            let (expected, used_up) = from_the_position(now, run, position, reread_for, &lease);
             (*answer == expected, used_up)
         }
     };
-    let (clock, lease, seconds) = counted;
-    let expected_counts = match answer {
-        Refill::Refused(Refusal::AfterWindow { .. } | Refusal::NoLease) => (clock, lease + 1, seconds),
-        Refill::Refused(_) => (clock + 1, lease, seconds),
-        _ => (clock, lease, seconds + u64::from(used_up)),
+    let (clock, lease, seconds, switches) = counted;
+    // A run switches node when it enters one past the lease's first: it crosses from one node
+    // into the next, or begins at a later node's first value.
+    let switched = match (answer, published) {
+        (Refill::Issued { first, count }, Some(published)) => {
+            let last = Parts::from_raw(first.to_raw() + u64::from(*count) - 1);
+            last.node_id != first.node_id || (first.sequence == 0 && first.node_id != published.lease.first_node)
+        }
+        _ => false,
     };
-    let counts = (after.clock_refusals, after.lease_refusals, after.seconds_used_up);
+    let expected_counts = match answer {
+        Refill::Refused(Refusal::AfterWindow { .. } | Refusal::NoLease) => (clock, lease + 1, seconds, switches),
+        Refill::Refused(_) => (clock + 1, lease, seconds, switches),
+        _ => (clock, lease, seconds + u64::from(used_up), switches + u64::from(switched)),
+    };
+    let counts = (after.clock_refusals, after.lease_refusals, after.seconds_used_up, after.node_switches);
     if !right {
         Err(format!(
             "position {:?}, {leases_taken} leases taken, published {published:?}: answered {answer:?}",
@@ -616,10 +639,11 @@ fn check_answer(now: u64, run: u32, before: &Before, after: &SharedMemory, answe
         ))
     } else if counts != expected_counts {
         Err(format!(
-            "{answer:?} counted as {} clock and {} lease refusals and {} seconds used up",
+            "{answer:?} counted as {} clock and {} lease refusals, {} seconds used up and {} node switches",
             counts.0 - clock,
             counts.1 - lease,
-            counts.2 - seconds
+            counts.2 - seconds,
+            counts.3 - switches
         ))
     } else {
         Ok(())
@@ -780,18 +804,25 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
         if random.chance(2_000) {
             // The session ends, and another begins: a backend holds no node, so nothing goes back.
             member.backends[backend] = Backend::new();
+            member.backend_rereads[backend] = None;
             continue;
         }
         let run = if random.chance(BULK_CHANCE) { 1 + random.below(BULK_RUN) } else { 1 + random.below(8) } as u32;
         let lease_first = member.memory.published.map(|published| published.lease.first_node);
         let before = Before::read(&member.memory);
         let answer = member.refill(backend, now, run);
-        if let Err(wrong) = check_answer(now, run, &before, &member.memory, &answer) {
+        let reread_for = member.backend_rereads[backend];
+        if let Err(wrong) = check_answer(now, run, &before, reread_for, &member.memory, &answer) {
             return Err(format!(
                 "wrong answer: seed {seed}, step {step}: member {index}'s backend {backend} at clock {now}, a run of {run}: {wrong}\nlast events:\n{history}"
             ));
         }
         summary.seconds_used_up += member.memory.seconds_used_up - before.counted.2;
+        member.backend_rereads[backend] = match answer {
+            Refill::ReadClockAgain => Some(Parts::from_raw(before.position).timestamp),
+            Refill::Issued { .. } | Refill::Refused(Refusal::ClockBehind { .. }) => None,
+            _ => reread_for,
+        };
         match answer {
             Refill::Issued { first, count } => {
                 if let Some(other) = issued.record(first, count, index) {
@@ -822,6 +853,7 @@ fn simulate(seed: u64, steps: u64) -> Result<Summary, String> {
                 let ahead = second.saturating_sub(now).min(60);
                 member.backend_waits[backend] = now_ms + ahead * 1000 - now_ms % 1000;
             }
+            Refill::ReadClockAgain => {}
             Refill::AwaitLease { limit } => member.backend_waits[backend] = now_ms + limit.as_millis() as u64 / 4,
             Refill::Refused(_) => {
                 summary.refusals += 1;
@@ -1073,7 +1105,7 @@ fn a_restarted_member_starts_a_new_position_on_another_block() {
 
 /// The lease's window is checked before the position's second: a clock before the lease's start
 /// (beyond the high-water lead) is refused as such, even behind the position. Within the window, a
-/// clock one second behind the position waits for its second, and one further behind is refused.
+/// clock one second behind the position is read again once, then refused, as is one further behind.
 #[cfg(not(feature = "fault-position-rewinds"))]
 #[test]
 fn the_leases_window_comes_before_the_positions_second() {
@@ -1082,9 +1114,10 @@ fn the_leases_window_comes_before_the_positions_second() {
     runs_of(&mut member, &[(0, T0 + 5, 1)]);
     let early = T0 - HIGH_WATER_LEAD - 2;
     assert_eq!(member.refill(1, early, 1), Refill::Refused(Refusal::BeforeWindow { now: early, first: lease.start }));
-    assert_eq!(member.refill(1, T0 + 4, 1), Refill::WaitForSecond(T0 + 5));
+    assert_eq!(member.refill(1, T0 + 4, 1), Refill::ReadClockAgain);
+    assert_eq!(member.refill(1, T0 + 4, 1), Refill::Refused(Refusal::ClockBehind { now: T0 + 4, used: T0 + 5 }));
     assert_eq!(member.refill(1, T0 + 3, 1), Refill::Refused(Refusal::ClockBehind { now: T0 + 3, used: T0 + 5 }));
-    assert_eq!((member.memory.clock_refusals, member.memory.lease_refusals), (2, 0));
+    assert_eq!((member.memory.clock_refusals, member.memory.lease_refusals), (3, 0));
 }
 
 /// The last second an ID can carry ends every lease: a clock past it is refused as such, and a

@@ -201,6 +201,7 @@ pub struct SharedMemory {
     pub clock_refusals: u64,
     pub lease_refusals: u64,
     pub seconds_used_up: u64,
+    pub node_switches: u64,
 }
 
 impl Board for SharedMemory {
@@ -271,6 +272,7 @@ impl Server for BackendView<'_> {
             Event::ClockRefusal => self.memory.clock_refusals += 1,
             Event::LeaseRefusal => self.memory.lease_refusals += 1,
             Event::SecondUsedUp => self.memory.seconds_used_up += 1,
+            Event::NodeSwitch => self.memory.node_switches += 1,
         }
     }
 }
