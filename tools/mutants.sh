@@ -12,7 +12,7 @@
 # reference vectors) and the doctests check no decision and are left out.
 set -euo pipefail
 
-DECISION_FILES=(decisions/keeper decisions/refill decisions/app_lease decisions/lease generator decisions/table_rules
+DECISION_FILES=(decisions/keeper decisions/refill shared/server_position decisions/app_lease decisions/lease generator decisions/table_rules
     decisions/durability)
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=("${DECISION_FILES[@]}")
