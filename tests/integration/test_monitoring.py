@@ -4,10 +4,12 @@ A real exporter (Debian's prometheus-postgres-exporter) runs against a scratch s
 loopback, connected as a role whose one right is membership of pg_monitor, and is scraped over
 HTTP while the server goes through what the alerts are for:
 * no lease yet (the keeper waits for its lease table): margin and nodes NaN, not issuing;
-* active, after nodes were switched by bulk generation, calls were refused for a clock stepped
-  back and for a lapsed lease, and with sessions holding nodes;
+* within one second (the clock stopped) in which sessions and a bulk generator shared the
+  lease's nodes and used up its first: two nodes used, one switch;
+* active, after calls were refused for a clock stepped back and for a lapsed lease;
 * lease lapsed (the keeper locked out of the lease table): margin negative, not issuing;
-* keeper gone (its database dropped): keeper_up 0.
+* keeper gone (its database dropped): keeper_up 0;
+* on a lease of one node, a second after a statement used up the one before and waited for it.
 At every scrape each series equals randflake_status() read just before and just after it:
 labels and counters exactly, the margin to within the moment the exporter read it.
 
@@ -21,6 +23,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 import urllib.request
 
 import psycopg
@@ -42,9 +46,15 @@ def tool(name: str) -> str | None:
 EXPORTER = tool("prometheus-postgres-exporter")
 MONITOR_ROLE = "randflake_monitor"
 # Fields of randflake_status() and the series that show them.
-GAUGES = {"nodes_in_use": "randflake_nodes_in_use", "nodes_free": "randflake_nodes_free"}
+GAUGES = {
+    "nodes_in_use": "randflake_nodes_in_use",
+    "nodes_free": "randflake_nodes_free",
+    "nodes_used_this_second": "randflake_nodes_used_this_second",
+    "nodes_used_last_second": "randflake_nodes_used_last_second",
+}
 COUNTERS = {
     "node_switches": "randflake_node_switches_total",
+    "waits_for_next_second": "randflake_waits_for_next_second_total",
     "clock_refusals": "randflake_clock_refusals_total",
     "lease_refusals": "randflake_lease_refusals_total",
 }
@@ -160,6 +170,12 @@ def scrape_and_check(exporter: Exporter, conn: psycopg.Connection, cluster: Clus
     return samples, after
 
 
+def node_use(status: dict) -> tuple:
+    """(nodes_used_this_second, nodes_used_last_second, nodes_in_use, nodes_free, node_switches)."""
+    fields = ("nodes_used_this_second", "nodes_used_last_second", "nodes_in_use", "nodes_free", "node_switches")
+    return tuple(status[field] for field in fields)
+
+
 def test_the_exporter_shows_what_randflake_status_reports(make_cluster, fake_clock_preload):
     cluster = make_cluster(
         "randflake.database = 'leases'", "randflake.node_id_min = 100", "randflake.node_id_max = 163"
@@ -197,15 +213,20 @@ def test_the_exporter_shows_what_randflake_status_reports(make_cluster, fake_clo
         with cluster.connect("leases") as leases:
             leases.execute("CREATE EXTENSION randflake_pg")
         wait_for(lambda: status_now(conn)["state"] == "active", 15, "an active lease")
-        # Three sessions keep a node each; a bulk generator uses up whole nodes' seconds.
-        for _ in range(3):
-            holders.append(cluster.connect())
-            holders[-1].execute("SELECT randflake_next()")
-        # One process uses up a node's 131072 IDs of a second and switches: on a stopped clock,
-        # however slow the machine (or a debug build under the fake clock) makes the calls.
+        holders.extend(cluster.connect() for _ in range(3))
+        # One second, on a stopped clock (however slow the machine, or a debug build under the
+        # fake clock, makes the calls): three sessions take their IDs from the lease's first node
+        # together (a node each would show 3 in use), then a bulk generator uses up its 131072
+        # and goes on to the next, once. Node use is (this second, last second, in use, free,
+        # switches); no ID was made before this second.
         with cluster.connect() as bulk, clock.frozen():
+            for holder in holders:
+                holder.execute("SELECT randflake_next()")
+            assert node_use(status_now(conn)) == (1, 0, 1, 63, 0)
             bulk.execute("SET max_parallel_workers_per_gather = 0")
             bulk.execute("SELECT count(randflake_next()) FROM generate_series(1, 200000)")
+            samples, seen = scrape_and_check(exporter, conn, cluster)
+            assert node_use(seen) == (2, 0, 2, 62, 1) and seen["waits_for_next_second"] == 0, seen
 
         # The clock stepped back 30 s: every call is refused until it is put right.
         clock.set(-30)
@@ -236,7 +257,8 @@ def test_the_exporter_shows_what_randflake_status_reports(make_cluster, fake_clo
         # Not 0 = 0: what the test did is what the counters say (different counts, so that
         # series swapped in the queries file would show).
         assert (seen["clock_refusals"], seen["lease_refusals"]) == (2, 3), seen
-        assert seen["node_switches"] >= 1 and seen["nodes_in_use"] == 3 and seen["nodes_free"] == 61, seen
+        # No ID was made since the bulk generator's second, long past: no node in use.
+        assert node_use(seen) == (0, 0, 0, 64, 1) and seen["waits_for_next_second"] == 0, seen
 
         # The keeper's database dropped: no keeper, and the server says why.
         conn.execute("DROP DATABASE leases WITH (FORCE)")
@@ -254,6 +276,50 @@ def test_the_exporter_shows_what_randflake_status_reports(make_cluster, fake_clo
     finally:
         for holder in holders:
             holder.close()
+        exporter.stop()
+        conn.close()
+
+
+def test_a_lease_used_up_within_a_second_makes_calls_wait(make_cluster, fake_clock_preload):
+    """A lease of one node carries 131072 IDs a second: a statement of 200000 uses its second up,
+    waits for the next (counted in waits_for_next_second) and finishes there, with no node to
+    switch to. On a stopped clock, second F then F + 1, so that the wait is seen while it lasts
+    and the scrape after it reads one second: a node used in it and one in the second before."""
+    cluster = make_cluster("randflake.node_id_min = 5", "randflake.node_id_max = 5")
+    clock = FakeClock(cluster, fake_clock_preload)
+    start_under_fake_clock(cluster, clock)
+    conn = cluster.connect()
+    conn.execute("CREATE EXTENSION randflake_pg")
+    conn.execute(f"CREATE ROLE {MONITOR_ROLE} LOGIN IN ROLE pg_monitor")
+    exporter = Exporter(cluster, MONITOR_ROLE, "postgres")
+    bulk = cluster.connect()
+    made: list[int] = []
+    generator = threading.Thread(target=lambda: made.append(bulk.execute(
+        "SELECT count(DISTINCT randflake_next()) FROM generate_series(1, 200000)").fetchone()[0]))
+    frozen = None
+    try:
+        wait_for(lambda: status_now(conn)["state"] == "active", 15, "an active lease")
+        bulk.execute("SET max_parallel_workers_per_gather = 0")
+        frozen = clock.freeze()
+        generator.start()
+        wait_for(lambda: status_now(conn)["waits_for_next_second"] >= 1, 30, "the statement to wait")
+        waiting = status_now(conn)
+        assert generator.is_alive() and node_use(waiting) == (1, 0, 1, 0, 0), waiting
+
+        frozen = clock.freeze(frozen + 1)
+        generator.join(30)
+        assert not generator.is_alive() and made == [200_000]
+        samples, seen = scrape_and_check(exporter, conn, cluster)
+        assert node_use(seen) == (1, 1, 1, 0, 0), seen
+        assert seen["waits_for_next_second"] >= waiting["waits_for_next_second"] >= 1, seen
+    finally:
+        if frozen is not None:
+            # Running again only once real time has passed the stopped second: never back.
+            time.sleep(max(0.0, frozen + 0.05 - clock.now()))
+            clock.set(clock.offset)
+        if generator.ident is not None:
+            generator.join(30)
+        bulk.close()
         exporter.stop()
         conn.close()
 
