@@ -157,6 +157,12 @@ EDITION_STATEMENTS = {
     "INSERT, key randflake_next()": "INSERT INTO edition_keyed DEFAULT VALUES",
 }
 EDITION_STATEMENTS_FEWER, EDITION_STATEMENTS_MORE = 50, 250
+# The per-call statement's instructions, counted by callgrind in a backend of a running server
+# (randflake_next() needs the lease keeper, which a single-user backend lacks): the same figure
+# every run, where the machine's noise moves the timed one by tens of percent. Rows of each
+# statement, and the contenders, pg_backend_pid() the floor.
+INSTRUCTION_ROWS = 100_000
+INSTRUCTION_CALLS = ["randflake_next()", "pg_backend_pid()"]
 # SELECT randflake_next()'s count for 0.6.0's edition as first written (docs/managed-postgresql.md).
 EDITION_INSTRUCTIONS_0_6_0 = 339_200
 
@@ -189,7 +195,7 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.results: dict = {"settings": {}, "per_call": {}, "single_statement": {}, "decoding": {}, "bulk": {},
-                              "pgbench": {}, "connections": {}, "first_call": {},
+                              "per_call_instructions": {}, "pgbench": {}, "connections": {}, "first_call": {},
                               "many_clients": {}, "shared_nodes": {}, "sql_edition": {}, "key_edge": {}}
 
     def connect(self) -> psycopg.Connection:
@@ -465,6 +471,30 @@ class Bench:
             self.results["first_call"][name] = {"backends": self.args.first_call_backends,
                                                 "us_first": summary(first[name]), "us_second": summary(second[name])}
 
+    def per_call_instructions(self, conn: psycopg.Connection) -> None:
+        """Backend instructions per call of INSTRUCTION_CALLS, as per_call measures time: the
+        per-call statement with CALLS_PER_ROW calls a row, less the same without them, each
+        statement run twice and its lower count kept; on a cluster of its own whose postmaster
+        runs under callgrind. Valgrind hides AVX-512, so the cipher's AVX2 kernel is counted."""
+        if not shutil.which("valgrind"):
+            print("   skipped: no valgrind (make deps installs it)", flush=True)
+            return
+        n = INSTRUCTION_ROWS
+        statements = {name: self.per_call_statement([as_bigint(name)] * CALLS_PER_ROW, n) for name in INSTRUCTION_CALLS}
+        statements["without the calls"] = self.per_call_statement([], n)
+        # The first call (the node, the start-up second) and the plans out of the counts.
+        warm_up = [f"SELECT {CALLS[name]}" for name in INSTRUCTION_CALLS]
+        directory = f"{self.args.many_dir}-callgrind"
+        with ScratchCluster(directory, self.args.many_port, ["jit = off"]) as cluster:
+            with cluster.connect() as setup:
+                setup.execute("CREATE EXTENSION IF NOT EXISTS randflake_pg")
+                wait_for_lease(setup)
+            cluster.script("stop")
+            counts = backend_instructions(cluster, [*warm_up, *list(statements.values()) * 2])[len(warm_up):]
+        lowest = {name: min(counts[index], counts[index + len(statements)]) for index, name in enumerate(statements)}
+        for name in INSTRUCTION_CALLS:
+            self.results["per_call_instructions"][name] = (lowest[name] - lowest["without the calls"]) / (CALLS_PER_ROW * n)
+
     def many_clients(self, conn: psycopg.Connection) -> None:
         """64 and 256 clients at once on a cluster whose node range is sized for them: refusals
         from randflake_status() before and after, failed transactions from pgbench, and the wait
@@ -586,7 +616,63 @@ def callgrind_total(data_directory: str, statement: str, count: int) -> int:
         if os.getuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, input=f"{statement}\n" * count, text=True, check=True, capture_output=True)
-        return next(int(line.split()[1]) for line in out.read_text().splitlines() if line.startswith("summary:"))
+        return callgrind_summary(out)
+
+
+def backend_instructions(cluster: ScratchCluster, statements: list[str]) -> list[int]:
+    """Instructions callgrind counts for each of `statements`, run in order in one backend of the
+    stopped `cluster`, started for it with its postmaster under callgrind (valgrind follows the
+    forked backends) and stopped again. Each statement is a simple query of its own, after which
+    callgrind dumps the backend's counts (--dump-after=exec_simple_query) before the backend
+    answers, so the dumps on disk count the queries answered."""
+    with tempfile.TemporaryDirectory(prefix="randflake_bench_callgrind_") as scratch:
+        os.chmod(scratch, 0o777)
+        as_owner = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        postmaster = subprocess.Popen(
+            [*as_owner, "valgrind", "--tool=callgrind", "--dump-after=exec_simple_query",
+             f"--callgrind-out-file={scratch}/callgrind.%p", f"{pg_bindir()}/postgres", "-D", cluster.directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            conn = connect_when_up(cluster, postmaster, timeout=300)
+            wait_for_lease(conn, timeout=120)
+            pid = int(simple_query(conn, "SELECT pg_backend_pid()").get_value(0, 0))
+            # The backend's dumps so far: its start, the wait for the lease and the query above.
+            dumped = len(list(pathlib.Path(scratch).glob(f"callgrind.{pid}.*")))
+            for statement in statements:
+                simple_query(conn, statement)
+            conn.close()
+        finally:
+            subprocess.run([*as_owner, f"{pg_bindir()}/pg_ctl", "-D", cluster.directory, "-m", "fast", "-w", "-t",
+                            "300", "stop"], capture_output=True)
+            postmaster.wait(timeout=300)
+        return [callgrind_summary(pathlib.Path(scratch, f"callgrind.{pid}.{dumped + number}"))
+                for number in range(1, len(statements) + 1)]
+
+
+def connect_when_up(cluster: ScratchCluster, postmaster: subprocess.Popen, timeout: float) -> psycopg.Connection:
+    """A connection to `cluster` once its postmaster (a slow one, under valgrind) accepts it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return cluster.connect()
+        except psycopg.OperationalError:
+            if postmaster.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the postmaster under callgrind did not accept connections ({cluster.directory})")
+            time.sleep(0.5)
+
+
+def simple_query(conn: psycopg.Connection, statement: str) -> psycopg.pq.abc.PGresult:
+    """`statement` sent as a simple query, as psql sends one (psycopg's execute() sends extended
+    ones): each ends in exec_simple_query, which a callgrind run can dump after."""
+    result = conn.pgconn.exec_(statement.encode())
+    if result.status not in (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.COMMAND_OK):
+        raise RuntimeError(f"{statement}: {result.error_message.decode()}")
+    return result
+
+
+def callgrind_summary(path: pathlib.Path) -> int:
+    """The total instructions of one callgrind output file."""
+    return next(int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith("summary:"))
 
 
 def pgbench_run(host: str, port: int, script: pathlib.Path, clients: int, seconds: int, *options: str,
@@ -812,6 +898,7 @@ CORE_SECTIONS = ["per_call", "single_statement", "decoding", "bulk", "pgbench"]
 def report(results: dict) -> list[tuple[str, bool, str]]:
     """Prints the tables; returns (target, met, figures) for each target."""
     targets = report_core(results) if all(results[section] for section in CORE_SECTIONS) else []
+    report_per_call_instructions(results)
     targets += report_connections(results)
     targets += report_many_clients(results)
     targets += report_shared_nodes(results)
@@ -821,6 +908,19 @@ def report(results: dict) -> list[tuple[str, bool, str]]:
     for name, met, figures in targets:
         print(f"  [{'met' if met else 'MISSED'}] {name}: {figures}")
     return targets
+
+
+def report_per_call_instructions(results: dict) -> None:
+    """The per-call statement's backend instructions per call, beside the timed per-call table."""
+    counts = results["per_call_instructions"]
+    if not counts:
+        return
+    floor = counts["pg_backend_pid()"]
+    print(f"\n== Per call, backend instructions (callgrind, a running server's backend, the per-call statement over "
+          f"{INSTRUCTION_ROWS:,} rows less the same without the calls; the cipher's AVX2 kernel, as valgrind hides "
+          "AVX-512)")
+    for name, count in counts.items():
+        print(f"  {name:20} {count:>8.1f}  {count / floor:.2f}x pg_backend_pid()")
 
 
 def report_shared_nodes(results: dict) -> list[tuple[str, bool, str]]:
@@ -1024,6 +1124,8 @@ def write_outputs(results: dict, directory: pathlib.Path) -> None:
         for name, entry in results["per_call"].items():
             value = entry["ns_per_call_isolated"]
             writer.writerow(["per_call", name, "ns_per_call_isolated", value["median"], value["min"], value["max"]])
+        for name, count in results["per_call_instructions"].items():
+            writer.writerow(["per_call", name, "backend_instructions_per_call", count, count, count])
         for name, value in results["single_statement"].get("rows_per_second_one_call", {}).items():
             writer.writerow(["single_statement", name, "rows_per_second_one_call", value["median"], value["min"], value["max"]])
         if results["single_statement"]:
@@ -1145,7 +1247,8 @@ def main() -> None:
     parser.add_argument("--edition-rows", type=int, default=20_000,
                         help="rows of the SQL edition's per-ID statement (each row makes 10 IDs)")
     parser.add_argument("--steps", nargs="+", default=None,
-                        help="run only these steps (per_call single_statement decoding bulk pgbench connections "
+                        help="run only these steps (per_call per_call_instructions single_statement decoding bulk "
+                             "pgbench connections "
                              "first_call many_clients shared_nodes sql_edition key_edge); the report shows what ran")
     args = parser.parse_args()
 
@@ -1156,9 +1259,9 @@ def main() -> None:
         conn.execute((pathlib.Path(__file__).parent / "contenders.sql").read_text())
         bench.describe(conn)
         conn.execute("SELECT randflake_next()")  # the node and the start-up second, out of the timings
-        steps = [bench.per_call, bench.single_statement, bench.decoding, bench.bulk, bench.pgbench,
-                 bench.connections, bench.first_call, bench.many_clients, bench.shared_nodes, bench.sql_edition,
-                 bench.key_edge]
+        steps = [bench.per_call, bench.per_call_instructions, bench.single_statement, bench.decoding, bench.bulk,
+                 bench.pgbench, bench.connections, bench.first_call, bench.many_clients, bench.shared_nodes,
+                 bench.sql_edition, bench.key_edge]
         for step in steps:
             if args.steps and step.__name__ not in args.steps:
                 continue
