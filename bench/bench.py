@@ -211,7 +211,7 @@ class Bench:
             settings["cpu"] = model.group(1) if model else "unknown"
         settings["postgres"] = conn.execute("SELECT version()").fetchone()[0]
         for name in ["shared_buffers", "jit", "fsync", "synchronous_commit", "max_wal_size", "work_mem",
-                     "randflake.max_nodes_per_backend"]:
+                     "randflake.fleet_block_size"]:
             # NULL for a setting this build does not define.
             settings[name] = conn.execute("SELECT current_setting(%s, true)", [name]).fetchone()[0]
         settings["rounds"] = self.args.rounds

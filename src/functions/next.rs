@@ -17,7 +17,7 @@ pg::entry::entry_points! {
 
 /// An ID reserved earlier, or else a new run reserved, with every check that needs.
 fn next_id(_: &Arguments) -> i64 {
-    generation::reserved_id(Output::Ids).unwrap_or_else(|| generation::next_id(Output::Ids))
+    generation::reserved_id().unwrap_or_else(|| generation::next(Output::Id))
 }
 
 extension_sql!(

@@ -26,30 +26,25 @@ struct BackendIds {
     ready: ReadyIds,
 }
 
-/// IDs reserved ahead, handed out in order while the clock still reads their second and the
-/// secret is unchanged: encrypted for `randflake_next()`. Reserving [`BATCH`] at a time lets them
+/// IDs reserved ahead for `randflake_next()`, encrypted, handed out in order while the clock
+/// still reads their second and the secret is unchanged. Reserving [`BATCH`] at a time lets them
 /// be encrypted side by side, for a fraction of the cost of one by one, and spreads the
-/// bookkeeping of a reservation over as many calls; unused ones are simply skipped. Keys are
-/// taken one at a time ([`Output::run`]), so a run reserved for them holds one.
+/// bookkeeping of a reservation over as many calls; unused ones are simply skipped.
 struct ReadyIds {
     second: u64,
     secret_version: u64,
-    /// The raw value of the run's first ID: the others follow it by sequence.
-    first_raw: u64,
-    /// Whether `ids` holds the run encrypted (a run reserved for `randflake_next()`).
-    encrypted: bool,
     ids: [i64; BATCH],
     next: usize,
     len: usize,
 }
 
-/// What a caller wants from a reserved run.
+/// What a caller wants.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Output {
-    /// Encrypted IDs, as `randflake_next()` returns them.
-    Ids,
-    /// Plain raw values, as `randflake_next_key()` returns them.
-    Keys,
+    /// An encrypted ID, as `randflake_next()` returns it.
+    Id,
+    /// A plain value, as `randflake_next_key()` returns it.
+    Key,
 }
 
 impl Output {
@@ -61,61 +56,45 @@ impl Output {
     /// own, and nbtree splits those pages in half).
     fn run(self) -> u32 {
         match self {
-            Output::Ids => BATCH as u32,
-            Output::Keys => 1,
+            Output::Id => BATCH as u32,
+            Output::Key => 1,
         }
     }
 }
 
 impl ReadyIds {
-    const NONE: Self =
-        Self { second: 0, secret_version: 0, first_raw: 0, encrypted: false, ids: [0; BATCH], next: 0, len: 0 };
+    const NONE: Self = Self { second: 0, secret_version: 0, ids: [0; BATCH], next: 0, len: 0 };
 
-    /// The index of the next reserved ID, if the run is of the kind wanted, the clock (`now`)
-    /// still reads its second, no process of the server has used a later second
-    /// (`server_floor`), and the secret is unchanged.
+    /// The next reserved ID, if the clock (`now`) still reads its second, no process of the
+    /// server has begun a later second (`server_floor`), and the secret is unchanged.
     #[inline]
-    fn take(&mut self, output: Output, server_floor: u64, now: u64, secret_version: u64) -> Option<usize> {
-        let usable = self.next < self.len
-            && self.encrypted == (output == Output::Ids)
-            && self.second == now
-            && server_floor <= now
-            && self.secret_version == secret_version;
+    fn take(&mut self, server_floor: u64, now: u64, secret_version: u64) -> Option<i64> {
+        let usable =
+            self.next < self.len && self.second == now && server_floor <= now && self.secret_version == secret_version;
         usable.then(|| {
             self.next += 1;
-            self.next - 1
+            self.ids[self.next - 1]
         })
     }
-
-    /// The reserved run's `index`th ID in the form `output` asks for.
-    #[inline]
-    fn get(&self, output: Output, index: usize) -> i64 {
-        match output {
-            Output::Ids => self.ids[index],
-            Output::Keys => self.first_raw.wrapping_add(index as u64) as i64,
-        }
-    }
 }
 
-/// An ID reserved earlier (encrypted for [`Output::Ids`], the raw value for [`Output::Keys`]),
-/// while the clock still reads its second, no later second has been used by any process of the
-/// server (a clock stepped back is refused here as on a refill), and the secret is unchanged.
-/// Reads and compares, and cannot fail: the caller falls back to [`next_id`] on `None`.
+/// An ID reserved earlier, while the clock still reads its second, no later second has been
+/// begun by any process of the server (a clock stepped back is refused here as on a refill), and
+/// the secret is unchanged. Reads and compares, and cannot fail: the caller falls back to
+/// [`next`] on `None`.
 #[inline]
-pub fn reserved_id(output: Output) -> Option<i64> {
-    // The floor is read before the clock, as the refill does: a second recorded since was read
+pub fn reserved_id() -> Option<i64> {
+    // The floor is read before the clock, as the refill does: a second begun since was read
     // from a clock later than this reading, unless the clock was stepped back.
     let server_floor = server_position::latest_second();
-    BACKEND.with(|slot| {
-        let ready = &mut slot.as_mut()?.ready;
-        let index = ready.take(output, server_floor, clock::unix_second(), secret::version())?;
-        Some(ready.get(output, index))
-    })
+    BACKEND.with(|slot| slot.as_mut()?.ready.take(server_floor, clock::unix_second(), secret::version()))
 }
 
-/// Reserves the next run of IDs and returns the first in the form `output` asks for: what a
-/// call does when [`reserved_id`] has none, starting this backend's generator on its first call.
-pub fn next_id(output: Output) -> i64 {
+/// Takes the next run from the server's position and returns its first value in the form
+/// `output` asks for, keeping the rest of a run of IDs: what a call for an ID does when
+/// [`reserved_id`] has none, and every call for a key. Starts this backend's state on its first
+/// call.
+pub fn next(output: Output) -> i64 {
     BACKEND
         .with(|slot| {
             let backend = match slot {
@@ -140,32 +119,22 @@ impl BackendIds {
         Ok(Self { backend: Backend::new(), ready: ReadyIds::NONE })
     }
 
-    /// Reserves the next run of IDs (encrypting it for [`Output::Ids`]), returning the first
-    /// and keeping the rest, after whatever waits the refill policy asks for.
+    /// Takes the next run (encrypting and keeping it for [`Output::Id`]) and returns its first
+    /// value, after whatever waits the refill policy asks for.
     fn refill(&mut self, cipher: &IdCipher, secret_version: u64, output: Output) -> Result<i64, Error> {
         loop {
             let refill = self.backend.refill(clock::unix_second(), output.run(), &mut SharedMemory);
             match refill {
+                Refill::Issued { first, .. } if output == Output::Key => return Ok(first.to_raw() as i64),
                 Refill::Issued { first, count } => {
                     // A run is consecutive plain values. Lanes past `count` are encrypted too,
                     // and never handed out.
                     let first_raw = first.to_raw();
-                    let encrypted = output == Output::Ids;
-                    let ids = if encrypted {
-                        cipher.encrypt_raw_batch(&std::array::from_fn(|lane| first_raw.wrapping_add(lane as u64)))
-                    } else {
-                        [0; BATCH]
-                    };
-                    self.ready = ReadyIds {
-                        second: first.timestamp,
-                        secret_version,
-                        first_raw,
-                        encrypted,
-                        ids,
-                        next: 1,
-                        len: count as usize,
-                    };
-                    return Ok(self.ready.get(output, 0));
+                    let ids =
+                        cipher.encrypt_raw_batch(&std::array::from_fn(|lane| first_raw.wrapping_add(lane as u64)));
+                    self.ready =
+                        ReadyIds { second: first.timestamp, secret_version, ids, next: 1, len: count as usize };
+                    return Ok(ids[0]);
                 }
                 Refill::WaitForSecond(second) => wait_for_second(second),
                 Refill::ReadClockAgain => {}

@@ -10,11 +10,12 @@ use crate::errors::Error;
 use crate::functions::{timestamp_of, POSTGRES_EPOCH_UNIX_SECOND};
 use crate::generation::{self, Output};
 
-/// A new `randflake_key`: the plain value of the ID `randflake_next()` would have returned,
-/// from the same reserved runs, never encrypted. Declared in sql/randflake_pg--0.5.0--0.6.0.sql.
+/// A new `randflake_key`: the plain value of the next ID the server's position hands out, taken
+/// alone (`generation::Output::run` says why), never encrypted. Declared in
+/// sql/randflake_pg--0.5.0--0.6.0.sql.
 #[pg_extern(volatile, parallel_safe, sql = false)]
 fn randflake_next_key() -> i64 {
-    generation::reserved_id(Output::Keys).unwrap_or_else(|| generation::next_id(Output::Keys))
+    generation::next(Output::Key)
 }
 
 /// The lowest `randflake_key` of the second `at` falls in: `id >= randflake_key_lowest(t1) AND

@@ -129,9 +129,11 @@ pub struct ServerPosition<A: Atomics = StdAtomics> {
 #[repr(align(128))]
 struct OwnCacheLine<T>(T);
 
-/// Values within this distance of `u64::MAX` (the last seconds of the layout, on its last
-/// nodes) are taken by compare-and-swap, which cannot wrap the word past the end.
-const NEAR_THE_END: u64 = u64::MAX - (1 << 32);
+/// Values from here on (2^32 below `u64::MAX`: the layout's last seconds, on their last nodes)
+/// are taken by compare-and-swap, which cannot wrap the word past the end. Below it, a
+/// `fetch_add` of every process at once cannot reach the end either: that would take 2^26
+/// processes each taking a run of 64.
+const NEAR_THE_END: u64 = 0xFFFF_FFFF_0000_0000;
 
 impl<A: Atomics> ServerPosition<A> {
     /// The latest second in which the server has issued IDs, or is about to: the server's
@@ -277,6 +279,18 @@ mod tests {
         assert_eq!(run(position.take(T, higher, 1)).0, Parts { timestamp: T, node_id: 9, sequence: 0 });
         // One of lower nodes finds the second used up: the word never moves back.
         assert_eq!(position.take(T, one_node, 1), Take::SecondUsedUp);
+    }
+
+    #[test]
+    fn a_second_begun_with_nothing_taken_yet_has_used_no_node() {
+        let begun = PositionReport { next: SPAN.first_value(T), last_of_previous_second: SPAN.last_value(T - 1) };
+        assert_eq!((begun.nodes_used_now(SPAN), begun.nodes_used_before(SPAN)), (0, 2));
+        // A second that follows a gap of seconds without IDs: none used in the one before.
+        let position = ServerPosition::<StdAtomics>::default();
+        run(position.take(T, SPAN, 1));
+        run(position.take(T + 2, SPAN, 1));
+        let report = position.report();
+        assert_eq!((report.nodes_used_now(SPAN), report.nodes_used_before(SPAN)), (1, 0));
     }
 
     #[test]
