@@ -291,9 +291,8 @@ installcheck:
 	tests/run-regress.sh
 
 # JIT is off so that compiling expressions does not blur per-call costs; fsync is off in every
-# scratch cluster, for all contenders alike. One backend may take every node in a second: at the
-# default (128 nodes) a backend is held to 16.7 M IDs/s by design, and the per-call loops, which
-# run faster, would time that pacing instead of the call.
+# scratch cluster, for all contenders alike. The cluster keeps the default node range, all of the
+# space, so that no per-call loop uses a second's nodes up and times the wait for the next.
 bench: install
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	@tests/scratch-cluster.sh destroy $(BENCH_DIR)

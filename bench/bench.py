@@ -490,7 +490,12 @@ class Bench:
                 setup.execute("CREATE EXTENSION IF NOT EXISTS randflake_pg")
                 wait_for_lease(setup)
             cluster.script("stop")
-            counts = backend_instructions(cluster, [*warm_up, *list(statements.values()) * 2])[len(warm_up):]
+            counts = backend_instructions(cluster, [*warm_up, *list(statements.values()) * 2])
+        if counts is None:
+            print("   skipped: callgrind found no exec_simple_query to dump after (a server built without"
+                  " symbols, as Debian's packages are)", flush=True)
+            return
+        counts = counts[len(warm_up):]
         lowest = {name: min(counts[index], counts[index + len(statements)]) for index, name in enumerate(statements)}
         for name in INSTRUCTION_CALLS:
             self.results["per_call_instructions"][name] = (lowest[name] - lowest["without the calls"]) / (CALLS_PER_ROW * n)
@@ -619,12 +624,13 @@ def callgrind_total(data_directory: str, statement: str, count: int) -> int:
         return callgrind_summary(out)
 
 
-def backend_instructions(cluster: ScratchCluster, statements: list[str]) -> list[int]:
+def backend_instructions(cluster: ScratchCluster, statements: list[str]) -> list[int] | None:
     """Instructions callgrind counts for each of `statements`, run in order in one backend of the
     stopped `cluster`, started for it with its postmaster under callgrind (valgrind follows the
     forked backends) and stopped again. Each statement is a simple query of its own, after which
     callgrind dumps the backend's counts (--dump-after=exec_simple_query) before the backend
-    answers, so the dumps on disk count the queries answered."""
+    answers, so the dumps on disk count the queries answered. None when the server's binary has
+    no symbols for callgrind to find exec_simple_query by, so that nothing was dumped."""
     with tempfile.TemporaryDirectory(prefix="randflake_bench_callgrind_") as scratch:
         os.chmod(scratch, 0o777)
         as_owner = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
@@ -645,8 +651,10 @@ def backend_instructions(cluster: ScratchCluster, statements: list[str]) -> list
             subprocess.run([*as_owner, f"{pg_bindir()}/pg_ctl", "-D", cluster.directory, "-m", "fast", "-w", "-t",
                             "300", "stop"], capture_output=True)
             postmaster.wait(timeout=300)
-        return [callgrind_summary(pathlib.Path(scratch, f"callgrind.{pid}.{dumped + number}"))
-                for number in range(1, len(statements) + 1)]
+        dumps = [pathlib.Path(scratch, f"callgrind.{pid}.{dumped + number}") for number in range(1, len(statements) + 1)]
+        if not all(dump.exists() for dump in dumps):
+            return None
+        return [callgrind_summary(dump) for dump in dumps]
 
 
 def connect_when_up(cluster: ScratchCluster, postmaster: subprocess.Popen, timeout: float) -> psycopg.Connection:
