@@ -283,8 +283,11 @@ mod tests {
 
     #[test]
     fn a_second_begun_with_nothing_taken_yet_has_used_no_node() {
-        let begun = PositionReport { next: SPAN.first_value(T), last_of_previous_second: SPAN.last_value(T - 1) };
-        assert_eq!((begun.nodes_used_now(SPAN), begun.nodes_used_before(SPAN)), (0, 2));
+        // From node 0, the value before the second's first is the previous second's last.
+        let from_zero = NodeSpan { first: 0, last: 1 };
+        let begun =
+            PositionReport { next: from_zero.first_value(T), last_of_previous_second: from_zero.last_value(T - 1) };
+        assert_eq!((begun.nodes_used_now(from_zero), begun.nodes_used_before(from_zero)), (0, 2));
         // A second that follows a gap of seconds without IDs: none used in the one before.
         let position = ServerPosition::<StdAtomics>::default();
         run(position.take(T, SPAN, 1));
