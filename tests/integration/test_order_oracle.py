@@ -148,7 +148,8 @@ def make_known_ids(cluster) -> None:
     """Rows of hidden, ids_pub and ids_key made in turn by SESSIONS backends, in batches of IDs of
     SECONDS different seconds at least; `made` counts them in the order they were made. The
     server's backends share one position, which uses a node's 131072 sequences up before the next:
-    a node's worth of keys before each round makes a second's IDs span several nodes."""
+    a node's worth of keys more before each round than before the last makes the rounds' IDs span
+    several nodes."""
     sessions = [cluster.connect() for _ in range(SESSIONS)]
 
     def issued_second(session) -> int:
@@ -163,8 +164,12 @@ def make_known_ids(cluster) -> None:
             if latest is not None:
                 wait_for(lambda: issued_second(sessions[0]) > latest, 10, "IDs of the next second")
             for round_number in range(ROUNDS):
+                # round_number + 1 nodes' worth: each round lands on a later node than the one
+                # before, whether they share a second (the position adds up) or each begins its
+                # own (it starts at node 0), however slowly the machine runs them.
                 sessions[round_number % SESSIONS].execute(
-                    "SELECT count(randflake_next_key()) FROM generate_series(1, 131072)")
+                    "SELECT count(randflake_next_key()) FROM generate_series(1, %s)",
+                    (131072 * (round_number + 1),))
                 for session in sessions:
                     for table, value in MADE_IN:
                         made += 1
