@@ -1146,20 +1146,24 @@ fn past_the_last_second_an_id_can_carry_nothing_is_issued() {
     );
 }
 
+/// Runs the default budget with a rule switched off (`broken` says which): it must end in a
+/// duplicate, and in nothing else first.
+#[cfg(any(feature = "fault-grant-uncertain-commits", feature = "fault-position-rewinds"))]
+fn finds_a_duplicate(broken: &str) {
+    let failure = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
+        .expect_err(&format!("{broken}, and the default budget found no duplicate"));
+    assert!(failure.starts_with("duplicate"), "the simulation failed otherwise first:\n{failure}");
+    println!("found, as it must be:\n{failure}");
+}
+
 #[cfg(feature = "fault-grant-uncertain-commits")]
 #[test]
 fn with_uncertain_commits_granted_the_simulation_finds_a_duplicate() {
-    let failure = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
-        .expect_err("the keeper granted uncertain commits, and the default budget found no duplicate");
-    assert!(failure.starts_with("duplicate"), "the simulation failed otherwise first:\n{failure}");
-    println!("found, as it must be:\n{failure}");
+    finds_a_duplicate("the keeper granted uncertain commits");
 }
 
 #[cfg(feature = "fault-position-rewinds")]
 #[test]
 fn with_the_positions_clock_rule_off_the_simulation_finds_a_duplicate() {
-    let failure = common::run_seeds(SEEDS, |seed| simulate(seed, STEPS))
-        .expect_err("the position moved back to clocks stepped back, and the default budget found no duplicate");
-    assert!(failure.starts_with("duplicate"), "the simulation failed otherwise first:\n{failure}");
-    println!("found, as it must be:\n{failure}");
+    finds_a_duplicate("the position moved back to clocks stepped back");
 }
