@@ -2,6 +2,7 @@
 //! memory, its waits, and the IDs it reserves and encrypts ahead.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
@@ -11,7 +12,7 @@ use randflake::{IdCipher, Refusal, BATCH};
 
 use crate::errors::Error;
 use crate::node_config::{self, Mode};
-use crate::pg::backend::{self, BackendLocal};
+use crate::pg::backend::{self, BackendLocal, BackendShared};
 use crate::pg::clock;
 use crate::secret;
 use crate::shmem::{counters, keeper_board, lease_board, server_position};
@@ -21,9 +22,13 @@ use crate::shmem::{counters, keeper_board, lease_board, server_position};
 /// whose every access is a call in a library loaded with dlopen() (see `BackendLocal`).
 static BACKEND: BackendLocal<Option<BackendIds>> = BackendLocal::new(None);
 
+/// The IDs this backend reserved ahead, apart from [`BACKEND`]: the hot path reads them without
+/// a borrow to mark and clear, as each field is a `Cell`. Empty until the first refill, so a first
+/// call goes to [`next`], which starts the backend's state.
+static READY: BackendShared<ReadyIds> = BackendShared::new(ReadyIds::empty());
+
 struct BackendIds {
     backend: Backend,
-    ready: ReadyIds,
 }
 
 /// IDs reserved ahead for `randflake_next()`, encrypted, handed out in order while the clock
@@ -31,11 +36,11 @@ struct BackendIds {
 /// be encrypted side by side, for a fraction of the cost of one by one, and spreads the
 /// bookkeeping of a reservation over as many calls; unused ones are simply skipped.
 struct ReadyIds {
-    second: u64,
-    secret_version: u64,
-    ids: [i64; BATCH],
-    next: usize,
-    len: usize,
+    second: Cell<u64>,
+    secret_version: Cell<u64>,
+    ids: [Cell<i64>; BATCH],
+    next: Cell<usize>,
+    len: Cell<usize>,
 }
 
 /// What a caller wants.
@@ -63,18 +68,39 @@ impl Output {
 }
 
 impl ReadyIds {
-    const NONE: Self = Self { second: 0, secret_version: 0, ids: [0; BATCH], next: 0, len: 0 };
+    const fn empty() -> Self {
+        Self {
+            second: Cell::new(0),
+            secret_version: Cell::new(0),
+            ids: [const { Cell::new(0) }; BATCH],
+            next: Cell::new(0),
+            len: Cell::new(0),
+        }
+    }
 
     /// The next reserved ID, if the clock (`now`) still reads its second, no process of the
     /// server has begun a later second (`server_floor`), and the secret is unchanged.
     #[inline]
-    fn take(&mut self, server_floor: u64, now: u64, secret_version: u64) -> Option<i64> {
-        let usable =
-            self.next < self.len && self.second == now && server_floor <= now && self.secret_version == secret_version;
-        usable.then(|| {
-            self.next += 1;
-            self.ids[self.next - 1]
-        })
+    fn take(&self, server_floor: u64, now: u64, secret_version: u64) -> Option<i64> {
+        let next = self.next.get();
+        let usable = next < self.len.get()
+            && self.second.get() == now
+            && server_floor <= now
+            && self.secret_version.get() == secret_version;
+        let id = self.ids.get(next).filter(|_| usable)?;
+        self.next.set(next + 1);
+        Some(id.get())
+    }
+
+    /// Keeps `ids`, of which the first `len` may be handed out, the first of them already has.
+    fn keep(&self, second: u64, secret_version: u64, ids: &[i64; BATCH], len: usize) {
+        for (kept, id) in self.ids.iter().zip(ids) {
+            kept.set(*id);
+        }
+        self.second.set(second);
+        self.secret_version.set(secret_version);
+        self.next.set(1);
+        self.len.set(len);
     }
 }
 
@@ -87,7 +113,7 @@ pub fn reserved_id() -> Option<i64> {
     // The floor is read before the clock, as the refill does: a second begun since was read
     // from a clock later than this reading, unless the clock was stepped back.
     let server_floor = server_position::latest_second();
-    BACKEND.with(|slot| slot.as_mut()?.ready.take(server_floor, clock::unix_second(), secret::version()))
+    READY.get().take(server_floor, clock::unix_second(), secret::version())
 }
 
 /// Takes the next run from the server's position and returns its first value in the form
@@ -116,7 +142,7 @@ impl BackendIds {
             _ if backend::in_recovery() => return Err(Error::OnStandby {}),
             _ => {}
         }
-        Ok(Self { backend: Backend::new(), ready: ReadyIds::NONE })
+        Ok(Self { backend: Backend::new() })
     }
 
     /// Takes the next run (encrypting and keeping it for [`Output::Id`]) and returns its first
@@ -132,8 +158,7 @@ impl BackendIds {
                     let first_raw = first.to_raw();
                     let ids =
                         cipher.encrypt_raw_batch(&std::array::from_fn(|lane| first_raw.wrapping_add(lane as u64)));
-                    self.ready =
-                        ReadyIds { second: first.timestamp, secret_version, ids, next: 1, len: count as usize };
+                    READY.get().keep(first.timestamp, secret_version, &ids, count as usize);
                     return Ok(ids[0]);
                 }
                 Refill::WaitForSecond(second) => wait_for_second(second),

@@ -162,6 +162,27 @@ impl<T> BackendLocal<T> {
     }
 }
 
+/// A value private to this PostgreSQL process, shared by reference rather than borrowed: for a
+/// value whose fields are `Cell`s, which a hot path reads and writes without marking a borrow
+/// (`BackendLocal`'s `RefCell` costs a load, a store and another store a call). Sound for the
+/// same reason as `BackendLocal`: only the process's main thread reaches the value, and a `Cell`
+/// is safe to use re-entrantly.
+pub struct BackendShared<T>(T);
+
+// SAFETY: see the type's documentation: only the process's main thread ever touches the value.
+unsafe impl<T> Sync for BackendShared<T> {}
+
+impl<T> BackendShared<T> {
+    pub const fn new(value: T) -> Self {
+        Self(value)
+    }
+
+    #[inline]
+    pub fn get(&self) -> &T {
+        &self.0
+    }
+}
+
 /// The value of the function `function`, taking text and returning boolean, called with
 /// `argument`: by OID, so no name is resolved, and without an EXECUTE check (the extension
 /// calls it for itself). An ERROR it raises is raised as any other.
