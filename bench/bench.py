@@ -900,12 +900,14 @@ def report_many_clients(results: dict) -> list[tuple[str, bool, str]]:
 
 
 # The sections report_core() reads; a run of some --steps only skips it.
-CORE_SECTIONS = ["per_call", "single_statement", "decoding", "bulk", "pgbench"]
 
 
 def report(results: dict) -> list[tuple[str, bool, str]]:
     """Prints the tables; returns (target, met, figures) for each target."""
-    targets = report_core(results) if all(results[section] for section in CORE_SECTIONS) else []
+    # Each step's table and targets, printed when the step ran.
+    core = {"per_call": report_per_call, "single_statement": report_single_statement, "decoding": report_decoding,
+            "bulk": report_bulk, "pgbench": report_pgbench}
+    targets = [target for section, reporter in core.items() if results[section] for target in reporter(results)]
     report_per_call_instructions(results)
     targets += report_connections(results)
     targets += report_many_clients(results)
@@ -1019,8 +1021,8 @@ def report_sql_edition(results: dict) -> list[tuple[str, bool, str]]:
     return targets
 
 
-def report_core(results: dict) -> list[tuple[str, bool, str]]:
-    """The per-call, statement, decoding, bulk and pgbench tables; returns their targets."""
+def report_per_call(results: dict) -> list[tuple[str, bool, str]]:
+    """The per-call table; returns its targets."""
     per_call = {name: entry["ns_per_call_isolated"] for name, entry in results["per_call"].items()}
     floor = per_call["pg_backend_pid()"]
     mine = per_call["randflake_next()"]
@@ -1030,7 +1032,19 @@ def report_core(results: dict) -> list[tuple[str, bool, str]]:
     for name, isolated in per_call.items():
         print(f"  {name:30} {fmt_spread(isolated, digits=1):>26} {fmt_ratio(isolated, floor):>22} "
               f"{fmt_ratio(isolated, mine):>22}")
+    per_call_ratio = ratio(mine, floor)
+    cheaper = ratio(per_call["nextval() CACHE 1"], mine)
+    return [
+        (f"randflake_next() per call <= {PER_CALL_LIMIT}x pg_backend_pid()", per_call_ratio <= PER_CALL_LIMIT,
+         f"{mine['median']:.1f} ns vs {floor['median']:.1f} ns: {fmt_ratio(mine, floor)}x"),
+        (">= 10x cheaper than nextval() CACHE 1 per call", cheaper >= 10,
+         f"{per_call['nextval() CACHE 1']['median']:.1f} ns vs {mine['median']:.1f} ns: "
+         f"{fmt_ratio(per_call['nextval() CACHE 1'], mine)}x"),
+    ]
 
+
+def report_single_statement(results: dict) -> list[tuple[str, bool, str]]:
+    """The one-statement rates; returns their targets."""
     statement = results["single_statement"]
     rows = statement["rows_per_second_one_call"]
     print(f"\n== One backend, one statement, {statement['ids']:,} rows, one call per row: "
@@ -1039,7 +1053,18 @@ def report_core(results: dict) -> list[tuple[str, bool, str]]:
         print(f"  {name:20} {fmt_spread(entry, 1e-6, 2)} million rows/s")
     print(f"  randflake_next() / pg_backend_pid(): {fmt_ratio(rows['randflake_next()'], rows['pg_backend_pid()'])}")
     print(f"  10 calls per row: {fmt_spread(statement['ids_per_second_ten_per_row'], 1e-6, 2)} million IDs/s")
+    rows_ratio = ratio(rows["randflake_next()"], rows["pg_backend_pid()"])
+    return [
+        ("one statement, one call per row: >= 0.95x the rows/s of pg_backend_pid()", rows_ratio >= 0.95,
+         f"{fmt_ratio(rows['randflake_next()'], rows['pg_backend_pid()'])}x"),
+        (">= 5 million IDs/s in one statement", rows["randflake_next()"]["median"] >= 5e6,
+         f"{rows['randflake_next()']['median'] / 1e6:.2f} M/s at 1 call per row, "
+         f"{statement['ids_per_second_ten_per_row']['median'] / 1e6:.2f} M/s at 10"),
+    ]
 
+
+def report_decoding(results: dict) -> list[tuple[str, bool, str]]:
+    """The decoding table; returns its targets."""
     decoding = results["decoding"]
     decode = decoding["randflake_decode(id)"]["ns_per_row"]
     print(f"\n== Decoding {next(iter(decoding.values()))['rows']:,} stored IDs, one backend, no parallel workers: "
@@ -1048,7 +1073,14 @@ def report_core(results: dict) -> list[tuple[str, bool, str]]:
     for name, entry in decoding.items():
         print(f"  {name:26} {fmt_spread(entry['seconds'], digits=3):>22} {fmt_spread(entry['ns_per_row'], digits=1):>26} "
               f"{fmt_ratio(decode, entry['ns_per_row']):>24}")
+    return [(f"{name} >= 5x faster per row than randflake_decode(id)",
+             ratio(decode, decoding[name]["ns_per_row"]) >= 5,
+             f"{decoding[name]['ns_per_row']['median']:.1f} ns vs {decode['median']:.1f} ns: "
+             f"{fmt_ratio(decode, decoding[name]['ns_per_row'])}x") for name in ACCESSORS]
 
+
+def report_bulk(results: dict) -> list[tuple[str, bool, str]]:
+    """The bulk-insert table; returns its targets."""
     bulk = results["bulk"]
     uuid = bulk["gen_random_uuid()"]
     print(f"\n== Bulk: INSERT {next(iter(bulk.values()))['rows']:,} rows (id ..., payload int) in one statement")
@@ -1065,10 +1097,28 @@ def report_core(results: dict) -> list[tuple[str, bool, str]]:
               "time order, so inserts fill the rightmost index page and it packs tighter; they also carry their "
               "creation time in clear. randflake keys land anywhere in the index, take 8 bytes, and reveal nothing "
               "without the secret.")
+    bulk_time = ratio(bulk["randflake_next()"]["seconds"], uuid["seconds"])
+    bulk_index = ratio(bulk["randflake_next()"]["index_bytes"], uuid["index_bytes"])
+    targets = [
+        ("bulk insert time <= 0.8x gen_random_uuid()", bulk_time <= 0.8, f"{bulk_time:.2f}x"),
+        ("bulk index size <= 0.8x gen_random_uuid()", bulk_index <= 0.8, f"{bulk_index:.2f}x"),
+    ]
+    if ORDERED_KEY in bulk:
+        ordered, identity = bulk[ORDERED_KEY]["index_bytes"], bulk["identity bigint"]["index_bytes"]
+        targets.append((f"one INSERT ... SELECT of {bulk[ORDERED_KEY]['rows']:,} rows keyed by {ORDERED_KEY}: index "
+                        f"<= {ORDERED_BULK_INDEX_LIMIT:.2f}x identity's", ratio(ordered, identity) <= ORDERED_BULK_INDEX_LIMIT,
+                        f"{ordered['median'] / 2**20:,.1f} MB vs {identity['median'] / 2**20:,.1f} MB: "
+                        f"{fmt_ratio(ordered, identity)}x"))
+    return targets
 
+
+def report_pgbench(results: dict) -> list[tuple[str, bool, str]]:
+    """The pgbench tables; returns their target."""
     targets = []
     statements = {"SELECT": "SELECT f()", "INSERT": "INSERT INTO t DEFAULT VALUES, t.id DEFAULT f()"}
     for workload, (baseline, control) in CONTROLS.items():
+        if workload not in results["pgbench"]:
+            continue
         table = results["pgbench"][workload]
         clients = list(table[baseline])
         print(f"\n== pgbench -M prepared, {statements[workload]}: tps, median [min..max] (paired ratio to {baseline})")
@@ -1090,36 +1140,6 @@ def report_core(results: dict) -> list[tuple[str, bool, str]]:
                             ratio(table["randflake_next()"][worst], table[baseline][worst]) >= 0.95,
                             f"worst at {worst} clients: {fmt_ratio(table['randflake_next()'][worst], table[baseline][worst])}, "
                             f"noise floor there {fmt_ratio(table[control][worst], table[baseline][worst])}"))
-
-    per_call_ratio = ratio(mine, floor)
-    cheaper = ratio(per_call["nextval() CACHE 1"], mine)
-    rows_ratio = ratio(rows["randflake_next()"], rows["pg_backend_pid()"])
-    bulk_time = ratio(bulk["randflake_next()"]["seconds"], uuid["seconds"])
-    bulk_index = ratio(bulk["randflake_next()"]["index_bytes"], uuid["index_bytes"])
-    targets[:0] = [
-        (f"randflake_next() per call <= {PER_CALL_LIMIT}x pg_backend_pid()", per_call_ratio <= PER_CALL_LIMIT,
-         f"{mine['median']:.1f} ns vs {floor['median']:.1f} ns: {fmt_ratio(mine, floor)}x"),
-        (">= 10x cheaper than nextval() CACHE 1 per call", cheaper >= 10,
-         f"{per_call['nextval() CACHE 1']['median']:.1f} ns vs {mine['median']:.1f} ns: "
-         f"{fmt_ratio(per_call['nextval() CACHE 1'], mine)}x"),
-        ("one statement, one call per row: >= 0.95x the rows/s of pg_backend_pid()", rows_ratio >= 0.95,
-         f"{fmt_ratio(rows['randflake_next()'], rows['pg_backend_pid()'])}x"),
-        (">= 5 million IDs/s in one statement", rows["randflake_next()"]["median"] >= 5e6,
-         f"{rows['randflake_next()']['median'] / 1e6:.2f} M/s at 1 call per row, "
-         f"{statement['ids_per_second_ten_per_row']['median'] / 1e6:.2f} M/s at 10"),
-        *[(f"{name} >= 5x faster per row than randflake_decode(id)",
-           ratio(decode, decoding[name]["ns_per_row"]) >= 5,
-           f"{decoding[name]['ns_per_row']['median']:.1f} ns vs {decode['median']:.1f} ns: "
-           f"{fmt_ratio(decode, decoding[name]['ns_per_row'])}x") for name in ACCESSORS],
-        ("bulk insert time <= 0.8x gen_random_uuid()", bulk_time <= 0.8, f"{bulk_time:.2f}x"),
-        ("bulk index size <= 0.8x gen_random_uuid()", bulk_index <= 0.8, f"{bulk_index:.2f}x"),
-    ]
-    if ORDERED_KEY in bulk:
-        ordered, identity = bulk[ORDERED_KEY]["index_bytes"], bulk["identity bigint"]["index_bytes"]
-        targets.append((f"one INSERT ... SELECT of {bulk[ORDERED_KEY]['rows']:,} rows keyed by {ORDERED_KEY}: index "
-                        f"<= {ORDERED_BULK_INDEX_LIMIT:.2f}x identity's", ratio(ordered, identity) <= ORDERED_BULK_INDEX_LIMIT,
-                        f"{ordered['median'] / 2**20:,.1f} MB vs {identity['median'] / 2**20:,.1f} MB: "
-                        f"{fmt_ratio(ordered, identity)}x"))
     return targets
 
 
