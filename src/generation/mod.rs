@@ -92,7 +92,8 @@ impl ReadyIds {
         Some(id.get())
     }
 
-    /// Keeps `ids`, of which the first `len` may be handed out, the first of them already has.
+    /// Keeps a new run: the first `len` of `ids` are this backend's to hand out, and the first of
+    /// them has been handed out already.
     fn keep(&self, second: u64, secret_version: u64, ids: &[i64; BATCH], len: usize) {
         for (kept, id) in self.ids.iter().zip(ids) {
             kept.set(*id);

@@ -164,9 +164,9 @@ impl<T> BackendLocal<T> {
 
 /// A value private to this PostgreSQL process, shared by reference rather than borrowed: for a
 /// value whose fields are `Cell`s, which a hot path reads and writes without marking a borrow
-/// (`BackendLocal`'s `RefCell` costs a load, a store and another store a call). Sound for the
-/// same reason as `BackendLocal`: only the process's main thread reaches the value, and a `Cell`
-/// is safe to use re-entrantly.
+/// (`BackendLocal`'s `RefCell` costs a load, a store and a read-modify-write of its flag a call,
+/// each waiting on the one before). Sound for the same reason as `BackendLocal`: only the
+/// process's main thread reaches the value, and a `Cell` is safe to use re-entrantly.
 pub struct BackendShared<T>(T);
 
 // SAFETY: see the type's documentation: only the process's main thread ever touches the value.
