@@ -11,10 +11,12 @@
 //! - a hard one, a moment later, for what a cancel cannot interrupt. postgres_fdw before
 //!   PostgreSQL 17 connects with a blocking libpq call, and on abort sends the remote server a
 //!   cancel request whose reply libpq awaits with no time limit: against a stopped coordinator
-//!   both wait forever. The keeper owns no stream socket but its coordinator connections, so
-//!   the hard deadline shuts every one of them down: each wait then ends at once, as on a
-//!   dropped connection, and the transaction aborts cleanly. SIGTERM does the same, so a fast
-//!   shutdown never waits for a coordinator.
+//!   both wait forever; from 17 it sends the cancel again after a second, on a new connection,
+//!   and waits 30 s for that. The keeper owns no stream socket but its coordinator
+//!   connections, so the hard deadline shuts every one of them down, and again every 100 ms
+//!   until the transaction ends, catching connections opened after it: each wait then ends at
+//!   once, as on a dropped connection, and the transaction aborts cleanly. SIGTERM shuts them
+//!   down too, so a fast shutdown never waits for a coordinator.
 #![forbid(unsafe_code)]
 
 use std::ffi::CStr;

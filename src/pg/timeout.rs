@@ -27,16 +27,31 @@ pub fn register_socket_deadline() {
     SOCKET_DEADLINE.store(id, Ordering::Relaxed);
 }
 
+/// How often the socket deadline shuts down stream sockets again once it has passed, until the
+/// work it bounds ends.
+const SOCKET_DEADLINE_REPEAT: Duration = Duration::from_millis(100);
+
 /// # Safety
 ///
 /// Only PostgreSQL's timeout handler calls this, in signal context.
 unsafe extern "C-unwind" fn socket_deadline_reached() {
     bgworker::shut_down_stream_sockets();
+    // Once is not enough: the clean-up that the dropped connections set off may open new ones
+    // (postgres_fdw from PostgreSQL 17 sends a cancel request again after a second, each on a
+    // connection of its own, and waits up to 30 s for a reply), so the deadline stays in force
+    // until `with_deadlines` disarms it.
+    // SAFETY: timeout.c calls handlers with its alarm disabled, before it schedules the next
+    // one, so a handler may queue a timeout (enable_timeout_after makes only a clock reading and
+    // a setitimer call, both async-signal-safe); the id was registered, or this did not fire.
+    unsafe {
+        enable_timeout_after(SOCKET_DEADLINE.load(Ordering::Relaxed), milliseconds(SOCKET_DEADLINE_REPEAT));
+    }
 }
 
 /// Runs `work` with the statement timeout armed to fire after `statement` and, if registered,
-/// the socket deadline after `sockets`; both are disarmed afterwards, and a cancel the statement
-/// timeout left pending after `work` finished is forgotten.
+/// the socket deadline after `sockets` and every [`SOCKET_DEADLINE_REPEAT`] from then on; both
+/// are disarmed afterwards, and a cancel the statement timeout left pending after `work`
+/// finished is forgotten.
 pub fn with_deadlines<R>(statement: Duration, sockets: Duration, work: impl FnOnce() -> R) -> R {
     let socket_deadline = SOCKET_DEADLINE.load(Ordering::Relaxed);
     // SAFETY: arming timeouts of this process from its only thread; both ids are registered.

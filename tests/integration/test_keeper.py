@@ -316,6 +316,51 @@ def test_a_stopped_coordinator_is_reported_and_never_holds_up_a_fast_shutdown(ma
     assert assert_unique(member) > 1000
 
 
+@needs_postgres_fdw
+def test_a_cancel_sent_to_a_stopped_coordinator_never_outlasts_the_tick(make_cluster):
+    """The keeper's query waits on the coordinator for a lock, and the coordinator's postmaster
+    stops, so the cancel request postgres_fdw sends on abort is never answered. From PostgreSQL
+    17 it sends another after a second, on a connection of its own that may be opened just after
+    the keeper's hard deadline dropped the others: that one must not hold the tick for the
+    cancel's 30 s either (it did, in every round, before the deadline repeated). Each round ends
+    one such tick; the bound is the lease's length, the tick's own limits are 1.3 s and 2.3 s."""
+    coordinator = make_cluster("randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 29")
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    member = make_cluster(*member_settings())
+    member.start()
+    join_fleet(member, coordinator)
+    lease_of(coordinator, member)
+    postmaster = coordinator_pids(coordinator)[0]
+    with coordinator.connect() as locker, member.connect() as admin:
+        for _ in range(3):
+            wait_for(lambda: status(admin)["state"] == "active", 2 * LEASE_SECONDS, "a renewed lease")
+            locker.execute("BEGIN")
+            locker.execute("LOCK TABLE randflake.node_leases IN ACCESS EXCLUSIVE MODE")
+            wait_for(
+                lambda: locker.execute(
+                    """SELECT count(*) FROM pg_locks
+                        WHERE relation = 'randflake.node_leases'::regclass AND NOT granted"""
+                ).fetchone()[0],
+                LEASE_SECONDS,
+                "the keeper's query to wait for the lock on the coordinator",
+            )
+            ticks = status(admin)["keeper_ticks"]
+            os.kill(postmaster, signal.SIGSTOP)
+            try:
+                stopped_at = time.monotonic()
+                wait_for(lambda: status(admin)["keeper_ticks"] > ticks, 3 * LEASE_SECONDS, "the waiting tick to end")
+                took = time.monotonic() - stopped_at
+                state = status(admin)["state"]
+            finally:
+                os.kill(postmaster, signal.SIGCONT)
+            locker.execute("ROLLBACK")
+            assert "failing" in state, state
+            assert took < LEASE_SECONDS, f"a tick waited {took:.1f} s for a cancel request to a stopped coordinator"
+    assert "could not check or renew the lease in randflake_fleet.node_leases" in member.log()
+
+
 # --- 4. A coordinator that loses recent commits ---------------------------------------------
 
 
