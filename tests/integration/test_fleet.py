@@ -55,10 +55,9 @@ def test_three_members_lease_disjoint_blocks_and_never_collide(fleet):
             rows = ids_with_parts(member)
             assert rows, f"member {index} made no IDs"
             assert {node for _, _, node in rows} <= set(range(first, last + 1))
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO fleet_ids VALUES (%s, %s, %s)", [(id_, index, node) for id_, _, node in rows]
-                )
+            with conn.cursor() as cursor, cursor.copy("COPY fleet_ids FROM STDIN") as copy:
+                for id_, _, node in rows:
+                    copy.write_row((id_, index, node))
             total += len(rows)
         assert conn.execute("SELECT count(*) FROM fleet_ids").fetchone()[0] == total
     assert total > 10_000
