@@ -33,7 +33,7 @@ import time
 import psycopg
 
 from lib.cluster import Cluster, needs_postgres_fdw, sql_error, status, wait_for, wait_ticks
-from lib.fleet import ids_with_parts, join_fleet, member_settings
+from lib.fleet import coordinator_with_member, ids_with_parts, join_fleet, member_settings
 from lib.replicas import make_standby, promote
 
 STANDBY_NAME = "randflake_standby"
@@ -370,13 +370,7 @@ def accepts_connections(cluster: Cluster) -> bool:
 def test_a_member_without_the_commit_evidence_writes_no_lease(make_cluster):
     """A member set up as before 0.6.0 (only node_leases imported) could confirm no commit: its
     keeper refuses the lease table, says what to import, and writes nothing there."""
-    coordinator = make_cluster("randflake.node_source = 'off'")
-    coordinator.start()
-    with coordinator.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-    member = make_cluster(*member_settings())
-    member.start()
-    join_fleet(member, coordinator)
+    coordinator, member = coordinator_with_member(make_cluster)
     with member.connect() as conn:
         wait_for(lambda: status(conn)["state"] == "active", 30, "the member's first lease")
         conn.execute("DROP FOREIGN TABLE randflake_fleet.commit_evidence")

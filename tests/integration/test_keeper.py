@@ -11,7 +11,7 @@ import time
 import psycopg
 
 from lib.cluster import Cluster, needs_postgres_fdw, status, wait_for, wait_ticks
-from lib.fleet import LEASE_SECONDS, join_fleet, lease_of, member_settings
+from lib.fleet import LEASE_SECONDS, POOL, coordinator_with_member, join_fleet, lease_of, member_settings
 from lib.inserts import Inserter, assert_unique, made_table
 
 LEASE_COLUMNS = """first_node int, last_node int, holder text, server_name text, lease_start bigint,
@@ -281,13 +281,7 @@ def signal_all(pids: list[int], signal_number: int) -> None:
 
 @needs_postgres_fdw
 def test_a_stopped_coordinator_is_reported_and_never_holds_up_a_fast_shutdown(make_cluster):
-    coordinator = make_cluster("randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 29")
-    coordinator.start()
-    with coordinator.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-    member = make_cluster(*member_settings())
-    member.start()
-    join_fleet(member, coordinator)
+    coordinator, member = coordinator_with_member(make_cluster, *POOL)
     lease_of(coordinator, member)
     stopped = coordinator_pids(coordinator)
     try:
@@ -325,13 +319,7 @@ def test_a_cancel_sent_to_a_stopped_coordinator_never_outlasts_the_tick(make_clu
     cancel's 30 s either (on 18 it did, in the first round of every run, before the deadline
     repeated). Each round ends one such tick; the bound is the lease's length, the tick's own
     limits are 1.3 s and 2.3 s."""
-    coordinator = make_cluster("randflake.node_source = 'off'", "randflake.node_id_min = 0", "randflake.node_id_max = 29")
-    coordinator.start()
-    with coordinator.connect() as conn:
-        conn.execute("CREATE EXTENSION randflake_pg")
-    member = make_cluster(*member_settings())
-    member.start()
-    join_fleet(member, coordinator)
+    coordinator, member = coordinator_with_member(make_cluster, *POOL)
     lease_of(coordinator, member)
     postmaster = coordinator_pids(coordinator)[0]
     with coordinator.connect() as locker, member.connect() as admin:

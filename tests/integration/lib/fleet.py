@@ -51,6 +51,19 @@ def join_fleet(member: Cluster, coordinator: Cluster, remote_user: str = "postgr
         conn.execute("CREATE TABLE made (id bigint PRIMARY KEY DEFAULT randflake_next(), at timestamptz DEFAULT clock_timestamp())")
 
 
+def coordinator_with_member(make_cluster, *coordinator_settings: str) -> tuple[Cluster, Cluster]:
+    """A coordinator (issuing nothing itself, the extension created) with `coordinator_settings`,
+    and one member joined to it, both running."""
+    coordinator = make_cluster("randflake.node_source = 'off'", *coordinator_settings)
+    coordinator.start()
+    with coordinator.connect() as conn:
+        conn.execute("CREATE EXTENSION randflake_pg")
+    member = make_cluster(*member_settings())
+    member.start()
+    join_fleet(member, coordinator)
+    return coordinator, member
+
+
 def lease_of(coordinator: Cluster, member: Cluster, timeout: float = 20) -> tuple:
     """(first_node, last_node, lease_start, lease_end) of the member's latest lease, once it has one."""
     with member.connect() as conn:
