@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 
@@ -133,13 +132,6 @@ def test_a_fleet_member_of_a_coordinator_waiting_for_an_absent_standby_issues_no
         assert status(conn)["state"] == "active"
 
 
-def processes_of(cluster: Cluster) -> list[int]:
-    """The postmaster of a cluster and every process it started."""
-    postmaster = int((cluster.dir / "postmaster.pid").read_text().split()[0])
-    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(postmaster)], capture_output=True, text=True).stdout
-    return [postmaster, *(int(pid) for pid in children.split())]
-
-
 def issuing_synchronous_pair(make_cluster):
     """A range-mode primary with the extension, whose commits wait for one streaming standby, once
     it issues."""
@@ -154,7 +146,7 @@ def issuing_synchronous_pair(make_cluster):
 
 def test_a_renewal_whose_wait_for_the_standby_is_cut_short_is_not_used(make_cluster):
     primary, standby = issuing_synchronous_pair(make_cluster)
-    stopped = processes_of(standby)
+    stopped = standby.processes()
     for pid in stopped:
         os.kill(pid, signal.SIGSTOP)
     try:

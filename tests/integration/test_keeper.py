@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 
 import psycopg
@@ -264,12 +263,6 @@ def test_a_locked_lease_table_is_reported_and_survived(cluster):
     assert assert_unique(cluster) > 1000
 
 
-def coordinator_pids(coordinator: Cluster) -> list[int]:
-    postmaster = int((coordinator.dir / "postmaster.pid").read_text().splitlines()[0])
-    children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
-    return [postmaster, *map(int, children)]
-
-
 def signal_all(pids: list[int], signal_number: int) -> None:
     """Signals every process still there (a backend may have exited since it was listed)."""
     for pid in pids:
@@ -283,7 +276,7 @@ def signal_all(pids: list[int], signal_number: int) -> None:
 def test_a_stopped_coordinator_is_reported_and_never_holds_up_a_fast_shutdown(make_cluster):
     coordinator, member = coordinator_with_member(make_cluster, *POOL)
     lease_of(coordinator, member)
-    stopped = coordinator_pids(coordinator)
+    stopped = coordinator.processes()
     try:
         with Inserter(member) as inserter:
             signal_all(stopped, signal.SIGSTOP)
@@ -321,7 +314,7 @@ def test_a_cancel_sent_to_a_stopped_coordinator_never_outlasts_the_tick(make_clu
     limits are 1.3 s and 2.3 s."""
     coordinator, member = coordinator_with_member(make_cluster, *POOL)
     lease_of(coordinator, member)
-    postmaster = coordinator_pids(coordinator)[0]
+    postmaster = coordinator.postmaster_pid()
     with coordinator.connect() as locker, member.connect() as admin:
         for _ in range(3):
             wait_for(lambda: status(admin)["state"] == "active", 2 * LEASE_SECONDS, "a renewed lease")

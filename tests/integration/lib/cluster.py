@@ -168,6 +168,16 @@ class Cluster:
     def destroy(self) -> None:
         self.script("destroy")
 
+    def postmaster_pid(self) -> int:
+        """The running server's postmaster."""
+        return int((self.dir / "postmaster.pid").read_text().split()[0])
+
+    def processes(self) -> list[int]:
+        """The postmaster and every process it has started, as they are now."""
+        postmaster = self.postmaster_pid()
+        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+        return [postmaster, *map(int, children)]
+
     def configure(self, *settings: str) -> None:
         """Appends settings to postgresql.conf; later lines win over earlier ones."""
         with open(self.dir / "postgresql.conf", "a") as conf:
